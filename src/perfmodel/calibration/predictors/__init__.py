@@ -1,0 +1,1 @@
+"""Predictors of measurement rows, one module per kind; importing this package registers them."""

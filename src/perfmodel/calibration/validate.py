@@ -1,0 +1,106 @@
+"""Predict measured rows and score the model: ``validate(measurements) -> DataFrame``.
+
+Each measurement ``kind`` (gemm, memcpy, collective, train) has a *predictor* registered by the
+module that models it (``perfmodel.calibration.predictors``).  A predictor takes the rows of its
+kind and returns, for each, the predicted value in the row's metric unit or a ``reason`` why it
+cannot predict it (unknown GPU, infeasible plan, ...), never a made-up number.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.hardware.catalog import Catalog, load_catalog
+from perfmodel.profile import CalibrationProfile, default_profile
+
+Predictor = Callable[[pd.DataFrame, Catalog, CalibrationProfile], pd.DataFrame]
+PREDICTORS: dict[str, Predictor] = {}
+
+RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason"]
+
+
+def register_predictor(kind: str) -> Callable[[Predictor], Predictor]:
+    """Decorator: ``predictor(rows, catalog, profile)`` returns a DataFrame indexed like ``rows``
+    with columns ``predicted`` (float or NaN) and ``reason`` (None or a string)."""
+
+    def wrap(function: Predictor) -> Predictor:
+        PREDICTORS[kind] = function
+        return function
+
+    return wrap
+
+
+def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
+            profile: CalibrationProfile | None = None) -> pd.DataFrame:
+    """Predicted value and reason for every row, in the row order of ``measurements``."""
+    import perfmodel.calibration.predictors  # noqa: F401  (registers the kinds)
+
+    catalog = catalog or load_catalog()
+    profile = profile or default_profile()
+    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=measurements.index)
+    out["reason"] = out["reason"].astype(object)
+    for kind, rows in measurements.groupby("kind", sort=False):
+        predictor = PREDICTORS.get(kind)
+        if predictor is None:
+            out.loc[rows.index, "reason"] = f"kind {kind!r} is not modelled"
+            continue
+        result = predictor(rows, catalog, profile)
+        out.loc[rows.index, "predicted"] = result["predicted"].astype(float)
+        out.loc[rows.index, "reason"] = result["reason"]
+    bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
+    out.loc[bad, "reason"] = "model returned a non-positive or non-finite value"
+    out.loc[bad, "predicted"] = np.nan
+    return out
+
+
+def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
+             profile: CalibrationProfile | None = None) -> pd.DataFrame:
+    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason.
+
+    ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
+    ``predicted`` and ``ape`` and a ``reason``.  When the profile has prediction intervals,
+    ``low`` and ``high`` bound the 80 % interval.
+    """
+    predicted = predict(measurements, catalog, profile)
+    result = pd.DataFrame({
+        "id": measurements["id"].astype(str),
+        "kind": measurements["kind"],
+        "gpu": measurements["gpu"],
+        "metric": measurements["metric"],
+        "measured": measurements["value"].astype(float),
+        "predicted": predicted["predicted"],
+        "reason": predicted["reason"],
+    })
+    result["ape"] = (result["predicted"] - result["measured"]).abs() / result["measured"]
+    profile = profile or default_profile()
+    if profile.interval:
+        from perfmodel.calibration.intervals import interval_bounds
+
+        result["low"], result["high"] = interval_bounds(result, profile)
+    return result[[c for c in RESULT_COLUMNS + ["low", "high"] if c in result]]
+
+
+def summarize(result: pd.DataFrame, by: str | list[str] | None = None) -> dict:
+    """``{"all": {...}, kind: {...}}`` with n, predicted, mape, median_ape (and coverage)."""
+
+    def stats(frame: pd.DataFrame) -> dict:
+        ok = frame[frame["predicted"].notna()]
+        summary = {
+            "n": int(len(frame)),
+            "predicted": int(len(ok)),
+            "mape": float(ok["ape"].mean()) if len(ok) else None,
+            "median_ape": float(ok["ape"].median()) if len(ok) else None,
+        }
+        if "low" in ok and len(ok):
+            inside = (ok["measured"] >= ok["low"]) & (ok["measured"] <= ok["high"])
+            summary["coverage"] = float(inside.mean())
+        return summary
+
+    out = {"all": stats(result)}
+    for key, frame in result.groupby(by or "kind", sort=True):
+        name = key if isinstance(key, str) else "/".join(map(str, key if isinstance(key, tuple) else (key,)))
+        out[name] = stats(frame)
+    return out

@@ -1,0 +1,241 @@
+"""Load the hardware catalog (shipped YAML, merged with a user's files) and resolve names.
+
+The shipped catalog lives in ``perfmodel/data/hardware_catalog.yaml`` inside the package, so an
+installed wheel finds it.  ``load_catalog(*extra_files)`` merges user files over it, entry by entry
+(an entry with the same name replaces the shipped one); so does the ``PERFMODEL_CATALOG``
+environment variable (paths separated by ``os.pathsep``).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from perfmodel.hardware.specs import GPU, Cluster, Instance, Link, Node, parse_inter
+
+SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPU, "links": Link, "nodes": Node, "instances": Instance}
+
+
+class CatalogError(ValueError):
+    """A catalog file or a catalog look-up that is wrong; the message says where and why."""
+
+
+def shipped_data_path(*parts: str) -> Path:
+    """Path of a file shipped in the package's ``data`` folder."""
+    return Path(str(resources.files("perfmodel").joinpath("data", *parts)))
+
+
+def format_validation_error(error: ValidationError, where: str) -> str:
+    """One line per bad field: where, the field, the bad value and what is allowed."""
+    lines = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "(entry)"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"{where}: field '{field}'{shown}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def _key(section: str, entry: dict) -> str:
+    if section == "instances" and isinstance(entry, dict):
+        return f"{entry.get('provider')}/{entry.get('name')}"
+    return str(entry.get("name")) if isinstance(entry, dict) else "?"
+
+
+class Catalog:
+    """GPUs, links, nodes and instances by canonical name, with alias resolution.
+
+    ``gpus``, ``links``, ``nodes`` and ``instances`` are plain dicts name -> spec; instances are
+    keyed ``provider/name`` (``aws/p4d.24xlarge``).
+    """
+
+    def __init__(self, entries: dict[str, dict[str, BaseModel]], files: list[str]):
+        self.gpus: dict[str, GPU] = entries["gpus"]  # type: ignore[assignment]
+        self.links: dict[str, Link] = entries["links"]  # type: ignore[assignment]
+        self.nodes: dict[str, Node] = entries["nodes"]  # type: ignore[assignment]
+        self.instances: dict[str, Instance] = entries["instances"]  # type: ignore[assignment]
+        self.files = files
+        self._aliases = {section: self._alias_table(section) for section in SECTIONS}
+
+    def _alias_table(self, section: str) -> dict[str, list[str]]:
+        table: dict[str, list[str]] = {}
+        for key, spec in getattr(self, section).items():
+            names = {key, spec.name, *spec.aliases}
+            for name in names:
+                table.setdefault(name.lower(), [])
+                if key not in table[name.lower()]:
+                    table[name.lower()].append(key)
+        return table
+
+    def _resolve(self, section: str, name: str, what: str):
+        entries = getattr(self, section)
+        if name in entries:
+            return entries[name]
+        candidates = self._aliases[section].get(str(name).lower(), [])
+        if len(candidates) == 1:
+            return entries[candidates[0]]
+        if len(candidates) > 1:
+            raise CatalogError(f"{what} {name!r} is ambiguous; candidates: {', '.join(sorted(candidates))}")
+        close = [k for k in entries if str(name).lower() in k.lower()]
+        hint = f"; did you mean one of: {', '.join(sorted(close)[:8])}" if close else ""
+        raise CatalogError(f"{what} {name!r} is not in the catalog{hint} (see 'perfmodel catalog list {section}')")
+
+    def gpu(self, name: str) -> GPU:
+        return self._resolve("gpus", name, "gpu")
+
+    def link(self, name: str) -> Link:
+        return self._resolve("links", name, "link")
+
+    def node(self, name: str) -> Node:
+        return self._resolve("nodes", name, "node")
+
+    def instance(self, name: str) -> Instance:
+        return self._resolve("instances", name, "instance")
+
+    def find(self, name: str) -> BaseModel:
+        """Any entry by name or alias, searching GPUs, instances, links and nodes in that order."""
+        for section, what in (("gpus", "gpu"), ("instances", "instance"), ("links", "link"), ("nodes", "node")):
+            try:
+                return self._resolve(section, name, what)
+            except CatalogError as error:
+                if "ambiguous" in str(error):
+                    raise
+        raise CatalogError(f"{name!r} is not a GPU, instance, link or node in the catalog")
+
+    def inter_link(self, text: str) -> tuple[int, Link]:
+        """Resolve an inter-node string ('8 x ib-hdr', 'efa-3200') to (ports per node, link)."""
+        count, name = parse_inter(text)
+        if name.startswith("efa-") and name[4:].isdigit():
+            efa = self.link("efa")
+            total = float(name[4:]) * 1e9 / 8
+            return max(1, round(total / efa.bandwidth_per_direction)) * count, efa
+        return count, self.link(name)
+
+    def cluster(self, *, gpu: str | None = None, num_gpus: int | None = None,
+                gpus_per_node: int | None = None, intra: str | None = None, inter: str | None = None,
+                instance: str | None = None, nodes: int | None = None) -> Cluster:
+        """Build a :class:`Cluster` from a GPU and a shape, or from an instance and a node count.
+
+        Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts)
+        or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.
+        """
+        if instance is not None:
+            inst = self.instance(instance)
+            if gpu is not None and self.gpu(gpu).name != self.gpu(inst.gpu).name:
+                raise CatalogError(f"hardware.gpu {gpu!r} does not match instance {instance} ({inst.gpu})")
+            count = nodes if nodes is not None else (
+                -(-num_gpus // inst.gpus_per_node) if num_gpus is not None else 1)
+            if num_gpus is not None and num_gpus != count * inst.gpus_per_node:
+                raise CatalogError(
+                    f"hardware.num_gpus {num_gpus} does not match {count} x {instance} "
+                    f"({count * inst.gpus_per_node} GPUs)")
+            return Cluster(gpu=self.gpu(inst.gpu), nodes=count, gpus_per_node=inst.gpus_per_node,
+                           intra=self.link(inst.intra), fabric=inst.fabric, nics_per_node=inst.nics,
+                           nic=self.link(inst.nic) if inst.nic else None, instance=inst)
+        if gpu is None:
+            raise CatalogError("hardware: give 'gpu' (with num_gpus) or 'instance' (with nodes)")
+        spec = self.gpu(gpu)
+        sxm = spec.nvlink_generation is not None and "SXM" in (spec.form_factor or "").upper()
+        per_node = gpus_per_node or (8 if sxm else 1)
+        total = num_gpus if num_gpus is not None else per_node * (nodes or 1)
+        if total <= 0 or per_node <= 0:
+            raise CatalogError(f"hardware: num_gpus {total} and gpus_per_node {per_node} must be positive")
+        if total < per_node:
+            per_node = total
+        if total % per_node:
+            raise CatalogError(f"hardware.num_gpus {total} is not a multiple of gpus_per_node {per_node}")
+        if intra:
+            intra_link = self.link(intra)
+        elif sxm:
+            intra_link = self.link(f"nvlink{spec.nvlink_generation}")
+        else:
+            intra_link = self.link(f"pcie{spec.pcie_generation or 4}")
+        fabric = {"nvlink": "nvswitch", "nvswitch": "nvswitch"}.get(intra_link.kind, "pcie")
+        if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and per_node == 8:
+            fabric = "nvlink_mesh"  # DGX-1 / p3.16xlarge hybrid cube-mesh
+        nics, nic = (0, None)
+        if inter:
+            nics, nic = self.inter_link(inter)
+        return Cluster(gpu=spec, nodes=total // per_node, gpus_per_node=per_node, intra=intra_link,
+                       fabric=fabric, nics_per_node=nics, nic=nic)
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except OSError as error:
+        raise CatalogError(f"{path}: cannot read catalog file ({error.strerror})") from None
+    except yaml.YAMLError as error:
+        raise CatalogError(f"{path}: not valid YAML ({error})") from None
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: a catalog file is a mapping with keys {', '.join(SECTIONS)}")
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise CatalogError(f"{path}: unknown top-level keys {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
+    return data
+
+
+def _parse_file(path: str | Path) -> dict[str, dict[str, BaseModel]]:
+    data = _read_yaml(path)
+    parsed: dict[str, dict[str, BaseModel]] = {section: {} for section in SECTIONS}
+    problems: list[str] = []
+    for section, model in SECTIONS.items():
+        entries = data.get(section) or []
+        if not isinstance(entries, list):
+            problems.append(f"{path}: '{section}' must be a list of entries")
+            continue
+        for index, entry in enumerate(entries):
+            key = _key(section, entry)
+            where = f"{path}: {section}[{index}] ({key})"
+            if not isinstance(entry, dict):
+                problems.append(f"{where}: an entry is a mapping of fields")
+                continue
+            try:
+                spec = model.model_validate(entry)
+            except ValidationError as error:
+                problems.append(format_validation_error(error, where))
+                continue
+            if key in parsed[section]:
+                problems.append(f"{where}: duplicate name {key!r} in {section}")
+                continue
+            parsed[section][key] = spec
+    if problems:
+        raise CatalogError("\n".join(problems))
+    return parsed
+
+
+def _check_references(catalog: Catalog) -> None:
+    problems = []
+    for section in ("nodes", "instances"):
+        for key, node in getattr(catalog, section).items():
+            for field, name, lookup in (("gpu", node.gpu, catalog.gpu), ("intra", node.intra, catalog.link),
+                                        ("nic", node.nic, catalog.link)):
+                if name is None:
+                    continue
+                try:
+                    lookup(name)
+                except CatalogError as error:
+                    problems.append(f"{section} {key}: field '{field}': {error}")
+    if problems:
+        raise CatalogError("\n".join(problems))
+
+
+def load_catalog(*extra_files: str | Path, include_env: bool = True) -> Catalog:
+    """The shipped catalog merged with ``extra_files`` (and ``PERFMODEL_CATALOG``), later wins."""
+    files: list[str | Path] = [shipped_data_path("hardware_catalog.yaml")]
+    if include_env and os.environ.get("PERFMODEL_CATALOG"):
+        files += [p for p in os.environ["PERFMODEL_CATALOG"].split(os.pathsep) if p]
+    files += list(extra_files)
+    merged: dict[str, dict[str, BaseModel]] = {section: {} for section in SECTIONS}
+    for path in files:
+        for section, entries in _parse_file(path).items():
+            merged[section].update(entries)
+    catalog = Catalog(merged, [str(f) for f in files])
+    _check_references(catalog)
+    return catalog

@@ -1,0 +1,114 @@
+"""The op record: what one layer of a model asks of a GPU.
+
+A workload is a list of ops.  :class:`OpTable` holds them column-wise as numpy arrays so that
+the cost models can time every op of every candidate plan in one broadcast: each numeric column
+has shape ``(n_ops, *plan_shape)`` where ``plan_shape`` is the broadcast shape of the
+``micro_batch``, ``tp`` and ``cp`` arguments the table was built with (``()`` for scalars).
+
+Quantities are **per GPU and per micro-batch, forward pass only**, in SI units (FLOP, bytes).
+Backward work derives from forward work by op kind (:data:`BACKWARD_FLOPS_FACTOR`): 2x for
+matmuls and convolutions (gradient w.r.t. input and w.r.t. weight; Narayanan et al. 2021, Sec. 5.1),
+2.5x for flash attention (its backward recomputes the score matrix; Dao 2023, FlashAttention-2
+Sec. 3), and 2x the bytes for memory-bound ops (read the output gradient and the saved input,
+write the input gradient).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OP_KINDS = ("matmul", "conv", "attention", "elementwise", "norm", "softmax", "embedding", "loss", "pool")
+PLACEMENTS = ("pre", "layer", "post")
+
+BACKWARD_FLOPS_FACTOR = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}
+BACKWARD_BYTES_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """Ops of one workload at one (or many) micro-batch / tp / cp settings.
+
+    Columns of length ``n_ops`` (plain lists or 1-D arrays):
+      ``name``: op name (``"qkv"``, ``"mlp_up"``, ``"conv2_1a"``...);
+      ``kind``: one of :data:`OP_KINDS`;
+      ``placement``: ``"pre"`` (embedding: first pipeline stage), ``"layer"`` (repeated
+      ``repeat`` times), ``"post"`` (final norm, logits, loss: last pipeline stage);
+      ``repeat``: how many times the op runs per micro-batch (transformer layers; 1 for CNN ops);
+      ``fp32``: True where mixed precision keeps the op in FP32 (norms, softmax, loss).
+    Columns of shape ``(n_ops, *plan_shape)`` (float arrays):
+      ``m``, ``n``, ``k``: GEMM dimensions per GPU (convolutions as implicit GEMM:
+      m = batch x output pixels, n = output channels, k = input channels x kernel volume);
+      0 for ops that are not GEMMs;
+      ``batch_gemms``: independent GEMMs of that shape (attention heads per GPU), else 1;
+      ``flops``: forward FLOP per GPU per micro-batch for one instance of the op;
+      ``bytes``: forward bytes read + written (activations, weights) at the training precision;
+      ``params``: parameters held per GPU (a count, not bytes);
+      ``saved_bytes``: activation bytes kept for the backward pass (no recomputation).
+    """
+
+    name: list[str]
+    kind: list[str]
+    placement: list[str]
+    repeat: np.ndarray
+    fp32: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    batch_gemms: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    params: np.ndarray
+    saved_bytes: np.ndarray
+    plan_shape: tuple[int, ...] = field(default=())
+
+    def __post_init__(self):
+        n_ops = len(self.name)
+        for column in ("kind", "placement", "repeat", "fp32"):
+            if len(getattr(self, column)) != n_ops:
+                raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
+        bad_kind = set(self.kind) - set(OP_KINDS)
+        if bad_kind:
+            raise ValueError(f"OpTable: unknown op kinds {sorted(bad_kind)}; allowed: {', '.join(OP_KINDS)}")
+        bad_place = set(self.placement) - set(PLACEMENTS)
+        if bad_place:
+            raise ValueError(f"OpTable: unknown placements {sorted(bad_place)}; allowed: {', '.join(PLACEMENTS)}")
+        for column in ("m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):
+            value = getattr(self, column)
+            if value.shape != (n_ops, *self.plan_shape):
+                raise ValueError(f"OpTable column {column!r} has shape {value.shape}, "
+                                 f"expected {(n_ops, *self.plan_shape)}")
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def per_op(self, column: str) -> np.ndarray:
+        """A column with a trailing axis per plan dimension, ready to broadcast with it."""
+        values = np.asarray(getattr(self, column))
+        return values.reshape(values.shape + (1,) * (len(self.plan_shape) - values.ndim + 1))
+
+    def mask(self, *, kind: str | tuple[str, ...] | None = None, placement: str | None = None) -> np.ndarray:
+        """Boolean mask over ops, shaped to broadcast against the numeric columns."""
+        kinds = (kind,) if isinstance(kind, str) else kind
+        keep = np.ones(len(self), dtype=bool)
+        if kinds is not None:
+            keep &= np.isin(self.kind, kinds)
+        if placement is not None:
+            keep &= np.asarray(self.placement) == placement
+        return keep.reshape((len(self),) + (1,) * len(self.plan_shape))
+
+    def total(self, column: str, **selection) -> np.ndarray:
+        """Sum of ``column`` x ``repeat`` over the selected ops; shape ``plan_shape``."""
+        values = getattr(self, column) * self.per_op("repeat") * self.mask(**selection)
+        return values.sum(axis=0)
+
+    def backward_flops(self) -> np.ndarray:
+        """Backward FLOP per op instance (see module docstring for the factors)."""
+        factor = np.array([BACKWARD_FLOPS_FACTOR.get(kind, 1.0) for kind in self.kind])
+        return self.flops * factor.reshape((len(self),) + (1,) * len(self.plan_shape))
+
+    def backward_bytes(self) -> np.ndarray:
+        """Backward bytes per op instance: GEMM-like ops move about what the forward moved
+        twice (two GEMMs), memory-bound ops read the gradient and saved input and write one."""
+        return self.bytes * BACKWARD_BYTES_FACTOR
