@@ -1,0 +1,50 @@
+"""``perfmodel workload show NAME [--json]`` and ``perfmodel workload list``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from perfmodel.cli.common import print_json, print_table
+from perfmodel.workloads import ZOO_NAMES, get_workload, load_workloads_yaml
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("workload", help="show a model's parameters, FLOPs and op classes")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = actions.add_parser("show", help="parameters, FLOPs per sample and the per-op-class table")
+    show.add_argument("name", help="zoo model name (see 'perfmodel workload list') or a registered one")
+    show.add_argument("--models", metavar="FILE", action="append", default=[],
+                      help="YAML file of user models to register first (repeatable)")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=handle_show)
+    listing = actions.add_parser("list", help="the zoo's model names")
+    listing.set_defaults(func=handle_list)
+
+
+def handle_show(args) -> int:
+    for path in args.models:
+        load_workloads_yaml(path)
+    workload = get_workload(args.name)
+    summary = workload.summary()
+    if workload.shape is not None:
+        summary["shape"] = asdict(workload.shape)
+    if args.json:
+        print_json(summary)
+        return 0
+    for key in ("name", "family", "params", "tokens_per_sample", "layers", "forward_flops_per_sample",
+                "training_flops_per_sample"):
+        print(f"{key:27s} {summary[key] if isinstance(summary[key], str) else _number(summary[key])}")
+    print()
+    rows = [{"kind": kind, **values} for kind, values in summary["by_kind"].items()]
+    print_table(rows, ["kind", "ops", "flops", "bytes", "params", "saved_bytes"])
+    print("\n(per sample, forward; bf16, no flash attention, tp = cp = 1)")
+    return 0
+
+
+def handle_list(args) -> int:
+    print("\n".join(ZOO_NAMES))
+    return 0
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.6g}"

@@ -1,0 +1,209 @@
+"""Convolutional workloads from a layer table.
+
+A layer table is a list of rows (dicts), one per op, in execution order.  Shapes are per sample
+(``size`` = spatial extent, ``[H, W]`` or ``[D, H, W]``):
+
+* ``{op: conv, in_channels, out_channels, kernel, stride: 1, padding: 0, input_size, groups: 1,
+  bias: false, transposed: false}`` - a convolution as an implicit GEMM (Chetlur et al. 2014,
+  cuDNN, Sec. 3): ``m = batch x output pixels``, ``n = out_channels/groups``,
+  ``k = in_channels/groups x kernel volume``, ``batch_gemms = groups``, ``2mnk`` FLOP.  A
+  transposed convolution multiplies every *input* pixel by the kernel: ``m = batch x input
+  pixels``, ``n = out_channels x kernel volume``, ``k = in_channels``.
+* ``{op: bn | relu | add | concat, channels, size}`` - memory-bound elementwise ops (``bn`` is
+  any normalisation with a per-channel scale and shift: batch or instance norm).
+* ``{op: pool, mode: max | avg, channels, input_size, kernel, stride, padding: 0}``.
+* ``{op: fc, in_features, out_features, bias: true}``.
+* ``{op: loss, classes}`` - softmax cross entropy (fp32) over ``classes`` outputs per sample.
+
+Every row may carry ``name`` and ``input_saved: true`` when its input is a tensor that another
+op already keeps for backward (a ReLU output feeding a convolution and a shortcut), so that each
+tensor is counted once in ``saved_bytes``, as Korthikanti et al. 2022 (Sec. 4.1) count them.
+What each op keeps: convolutions, fully connected layers and norms their input, ReLU its output
+(PyTorch's in-place ReLU), max pooling its input and int64 indices, the loss its fp32
+probabilities; additions, concatenations and average pooling nothing.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from math import prod
+
+import numpy as np
+
+from perfmodel.workloads.workload import (LOSS_FLOPS, NORM_FLOPS, OpSpec, Workload, activation_bytes,
+                                          build_table, plan_arrays, positive_int)
+
+__all__ = ["cnn", "cnn_ops", "conv_output_size", "CNN_OPS"]
+
+CNN_OPS = ("conv", "bn", "relu", "add", "concat", "pool", "fc", "loss")
+_REQUIRED = {"conv": ("in_channels", "out_channels", "kernel", "input_size"), "bn": ("channels", "size"),
+             "relu": ("channels", "size"), "add": ("channels", "size"), "concat": ("channels", "size"),
+             "pool": ("mode", "channels", "input_size", "kernel", "stride"), "fc": ("in_features", "out_features"),
+             "loss": ("classes",)}
+_INDEX_BYTES = 8  # PyTorch max pooling keeps int64 argmax indices
+
+
+def conv_output_size(size, kernel, stride=1, padding=0, transposed=False) -> list[int]:
+    """Output spatial size, per dimension: ``(i + 2p - k) // s + 1``, or ``(i - 1) s - 2p + k``
+    for a transposed convolution (PyTorch Conv/ConvTranspose documentation)."""
+    if transposed:
+        return [(i - 1) * stride - 2 * padding + kernel for i in size]
+    return [(i + 2 * padding - kernel) // stride + 1 for i in size]
+
+
+def _check_row(index: int, row: dict) -> dict:
+    where = f"layer {index} ({row.get('name', row.get('op'))!r})"
+    op = row.get("op")
+    if op not in CNN_OPS:
+        raise ValueError(f"{where}: op {op!r} is not known; allowed: {', '.join(CNN_OPS)}")
+    missing = [key for key in _REQUIRED[op] if key not in row]
+    if missing:
+        raise ValueError(f"{where}: {op} needs {', '.join(missing)}")
+    for key in ("in_channels", "out_channels", "kernel", "stride", "channels", "in_features",
+                "out_features", "classes", "groups"):
+        if key in row:
+            positive_int(row[key], f"{where}: {key}")
+    for key in ("input_size", "size"):
+        if key in row:
+            if not isinstance(row[key], (list, tuple)) or not row[key]:
+                raise ValueError(f"{where}: {key} must be a list of spatial sizes, got {row[key]!r}")
+            for value in row[key]:
+                positive_int(value, f"{where}: {key}")
+    if op == "pool" and row["mode"] not in ("max", "avg"):
+        raise ValueError(f"{where}: pool mode {row['mode']!r} is not known; allowed: max, avg")
+    if op == "conv" and (row["in_channels"] % row.get("groups", 1) or row["out_channels"] % row.get("groups", 1)):
+        raise ValueError(f"{where}: groups ({row.get('groups')}) must divide in_channels and out_channels")
+    return {"name": f"{op}{index}", **row}
+
+
+def cnn(name: str, layer_table: list[dict]) -> Workload:
+    """A CNN workload from a layer table (format in the module docstring)."""
+    if not layer_table:
+        raise ValueError(f"cnn {name!r}: the layer table is empty")
+    rows = tuple(_check_row(i, dict(row)) for i, row in enumerate(layer_table))
+    for row in rows:  # sizes must be consistent enough to give a positive output
+        if row["op"] in ("conv", "pool") and min(_out_size(row)) <= 0:
+            raise ValueError(f"layer {row['name']!r}: output size {_out_size(row)} is not positive")
+    builder = partial(cnn_ops, rows)
+    params = float(builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True).total("params"))
+    return Workload(name=name, family="cnn", shape=None, params=params, tokens_per_sample=None,
+                    layers=len(rows), builder=builder)
+
+
+def _out_size(row) -> list[int]:
+    return conv_output_size(row["input_size"], row["kernel"], row.get("stride", 1), row.get("padding", 0),
+                            row.get("transposed", False))
+
+
+def cnn_ops(rows, micro_batch=1, tp=1, cp=1, precision: str = "bf16", flash_attention: bool = True):
+    """Op table of a checked layer table; ``tp``/``cp`` other than 1 -> ValueError (a CNN is
+    data parallel only here).  ``flash_attention`` is accepted and ignored."""
+    A = activation_bytes(precision)
+    b, t, c, plan_shape = plan_arrays(micro_batch, tp, cp)
+    for value, field_name in ((t, "tp"), (c, "cp")):
+        if np.any(value != 1):
+            raise ValueError(f"{field_name} must be 1 for a CNN workload (data parallel only), got {value.tolist()}")
+    return build_table([_op(row, b, A) for row in rows], [1] * len(rows), plan_shape)
+
+
+def _op(row: dict, b, A: int) -> OpSpec:
+    op, name = row["op"], row["name"]
+    keep_input = 0.0 if row.get("input_saved", False) else 1.0
+    if op == "conv":
+        cin, cout, groups = row["in_channels"], row["out_channels"], row.get("groups", 1)
+        in_pixels, out_pixels = prod(row["input_size"]), prod(_out_size(row))
+        kvol = row["kernel"] ** len(row["input_size"])
+        params = cout * cin // groups * kvol + (cout if row.get("bias", False) else 0)
+        if row.get("transposed", False):
+            m, n, k = b * in_pixels, cout * kvol / groups, cin / groups
+        else:
+            m, n, k = b * out_pixels, cout / groups, cin / groups * kvol
+        return OpSpec(name, "conv", m=m, n=n, k=k, batch_gemms=groups, flops=2 * m * n * k * groups,
+                      bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=params,
+                      saved_bytes=keep_input * A * b * cin * in_pixels)
+    if op == "fc":
+        cin, cout = row["in_features"], row["out_features"]
+        params = cin * cout + (cout if row.get("bias", True) else 0)
+        return OpSpec(name, "matmul", m=b, n=cout, k=cin, flops=2 * b * cin * cout,
+                      bytes=A * (b * (cin + cout) + params), params=params, saved_bytes=keep_input * A * b * cin)
+    if op == "loss":
+        elements = b * row["classes"]
+        return OpSpec(name, "loss", "post", fp32=True, flops=LOSS_FLOPS * elements, bytes=(A + 4) * elements,
+                      saved_bytes=4 * elements)
+    if op == "pool":
+        elements_in = b * row["channels"] * prod(row["input_size"])
+        elements_out = b * row["channels"] * prod(_out_size(row))
+        window = row["kernel"] ** len(row["input_size"])
+        saved = keep_input * A * elements_in + _INDEX_BYTES * elements_out if row["mode"] == "max" else 0.0
+        return OpSpec(name, "pool", flops=window * elements_out, bytes=A * (elements_in + elements_out),
+                      saved_bytes=saved)
+    elements = b * row["channels"] * prod(row["size"])
+    if op == "bn":
+        return OpSpec(name, "norm", fp32=True, flops=NORM_FLOPS * elements, bytes=3 * A * elements,
+                      params=2 * row["channels"], saved_bytes=keep_input * A * elements)
+    if op == "relu":
+        return OpSpec(name, "elementwise", flops=elements, bytes=2 * A * elements, saved_bytes=A * elements)
+    if op == "add":
+        return OpSpec(name, "elementwise", flops=elements, bytes=3 * A * elements)
+    return OpSpec(name, "elementwise", bytes=2 * A * elements)  # concat: a copy
+
+
+class LayerTableBuilder:
+    """Writes a layer table while tracking the running tensor (channels, spatial size, identity)
+    and which tensors are already kept for backward, so that a tensor read by two ops (a block
+    input feeding a convolution and a shortcut) is counted once.  Used by the zoo's tables."""
+
+    def __init__(self, channels: int, size: list[int]):
+        self.channels, self.size, self.tensor = channels, list(size), 0
+        self.kept: set[int] = set()
+        self.rows: list[dict] = []
+
+    def state(self):
+        return self.channels, list(self.size), self.tensor
+
+    def restore(self, state) -> None:
+        self.channels, self.size, self.tensor = state[0], list(state[1]), state[2]
+
+    def _emit(self, row: dict, keeps_input: bool, channels=None, size=None, keeps_output=False):
+        if keeps_input:
+            row["input_saved"] = self.tensor in self.kept
+            self.kept.add(self.tensor)
+        self.rows.append(row)
+        self.channels = self.channels if channels is None else channels
+        self.size = self.size if size is None else list(size)
+        self.tensor = len(self.rows)
+        if keeps_output:
+            self.kept.add(self.tensor)
+        return self
+
+    def conv(self, name, out, kernel, stride=1, padding=0, bias=False, transposed=False):
+        row = dict(op="conv", name=name, in_channels=self.channels, out_channels=out, kernel=kernel,
+                   stride=stride, padding=padding, input_size=self.size, bias=bias, transposed=transposed)
+        size = conv_output_size(self.size, kernel, stride, padding, transposed)
+        return self._emit(row, True, out, size)
+
+    def bn(self, name):
+        return self._emit(dict(op="bn", name=name, channels=self.channels, size=self.size), True)
+
+    def relu(self, name):
+        return self._emit(dict(op="relu", name=name, channels=self.channels, size=self.size), False,
+                          keeps_output=True)
+
+    def add(self, name):
+        return self._emit(dict(op="add", name=name, channels=self.channels, size=self.size), False)
+
+    def concat(self, name, skip_channels):
+        channels = self.channels + skip_channels
+        return self._emit(dict(op="concat", name=name, channels=channels, size=self.size), False, channels)
+
+    def pool(self, name, mode, kernel, stride, padding=0):
+        row = dict(op="pool", name=name, mode=mode, channels=self.channels, input_size=self.size,
+                   kernel=kernel, stride=stride, padding=padding)
+        return self._emit(row, mode == "max", size=conv_output_size(self.size, kernel, stride, padding))
+
+    def fc(self, name, out):
+        row = dict(op="fc", name=name, in_features=self.channels * prod(self.size), out_features=out)
+        return self._emit(row, True, out, [1])
+
+    def loss(self, name, classes):
+        return self._emit(dict(op="loss", name=name, classes=classes), False)

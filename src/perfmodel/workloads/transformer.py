@@ -1,0 +1,277 @@
+"""Transformer workloads (GPT, Llama, BERT, ViT) as op tables.
+
+Per layer and forward pass, with tokens per GPU ``T = b*s/c`` (micro-batch ``b``, sequence
+``s``, context-parallel degree ``c``), hidden ``h``, ``a`` query heads and ``g`` key/value
+heads of size ``d = h/a``, MLP width ``f`` and tensor-parallel degree ``t``:
+
+* GEMMs (Megatron-LM column/row split, Shoeybi et al. 2019, Sec. 3): qkv ``T x (a+2g)d/t x h``,
+  attention output ``T x h x ad/t``, MLP up ``T x nf/t x h`` (``n = 2`` matrices for SwiGLU,
+  Shazeer 2020), MLP down ``T x h x f/t``, logits ``T x V/t x h``; each ``2mnk`` FLOP.
+* Attention: ``QK^T`` and ``PV``, ``4 b (s/c) s h / t`` FLOP (Narayanan et al. 2021, Sec. 5.1).
+  We count what the kernel executes: causal flash attention skips the masked upper triangle
+  (FlashAttention-2, Dao 2023, Sec. 3.1), so its count is halved; the unfused path computes the
+  full score matrix and masks it.  Model FLOPs (``Workload.flops_per_sample``) always count the
+  full ``s^2``, as Megatron's ``72 B s l h^2 (1 + s/6h + V/12lh)`` and PaLM's App. B do.
+* Activations saved for backward follow Korthikanti et al. 2022, Sec. 4.1, tensor by tensor, so
+  that with 16-bit activations, dropout, ``f = 4h``, ``g = a`` and no flash attention one layer
+  keeps ``s b h (34 + 5 a s / h)`` bytes, and ``s b h (10 + 24/t + 5 a s / (h t))`` with tensor
+  parallelism (norm inputs, the inputs of qkv and MLP-up, and the dropout masks are replicated
+  on every tensor-parallel rank; sequence parallelism, which divides them by ``t``, is the memory
+  model's business).  Flash attention keeps Q, K, V and the fp32 log-sum-exp instead of the
+  ``5 a s^2 b`` score-matrix tensors.
+
+Architecture conventions: ``gpt`` (Megatron GPT: learned positions, LayerNorm, biases, dropout,
+causal, tied output), ``llama`` (RoPE, RMSNorm, no biases, no dropout, untied output), ``bert``
+(post-LN encoder, learned positions over 512 tokens plus token types, embedding LayerNorm,
+dropout, bidirectional, MLM + NSP pretraining heads with the decoder tied to the word embedding;
+Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned positions,
+classifier on the class token; Dosovitskiy et al. 2021; no dropout, as in the timm recipes).
+RoPE and bias-add costs are not modelled (fused into neighbouring kernels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from perfmodel.workloads.workload import (GELU_FLOPS, LOSS_FLOPS, NORM_FLOPS, RESIDUAL_FLOPS, SWIGLU_FLOPS,
+                                          OpSpec, Workload, activation_bytes, build_table, plan_arrays,
+                                          positive_int)
+
+__all__ = ["TransformerShape", "transformer", "transformer_ops", "ARCHS"]
+
+ARCHS = ("gpt", "llama", "bert", "vit")
+FFN_ACTS = ("gelu", "swiglu")
+NORMS = ("layernorm", "rmsnorm")
+BERT_MAX_POSITIONS = 512  # BERT's learned position table (Devlin et al. 2019, Sec. 3 / A.2)
+
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """Shape of a transformer.  For ViT ``seq_len`` = patches + 1 and ``vocab`` = classes."""
+
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    ffn_act: str
+    seq_len: int
+    vocab: int
+    causal: bool
+    tied_embeddings: bool
+    norm: str
+    image_size: int | None = None
+    patch_size: int | None = None
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch {self.arch!r} is not known; allowed: {', '.join(ARCHS)}")
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab"):
+            positive_int(getattr(self, name), name)
+        if self.ffn_act not in FFN_ACTS:
+            raise ValueError(f"ffn_act {self.ffn_act!r} is not known; allowed: {', '.join(FFN_ACTS)}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm {self.norm!r} is not known; allowed: {', '.join(NORMS)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden})")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if self.arch == "vit":
+            image = positive_int(self.image_size, "image_size")
+            patch = positive_int(self.patch_size, "patch_size")
+            if image % patch:
+                raise ValueError(f"patch_size ({patch}) must divide image_size ({image})")
+            if self.seq_len != (image // patch) ** 2 + 1:
+                raise ValueError(f"seq_len for vit must be (image_size/patch_size)^2 + 1 = "
+                                 f"{(image // patch) ** 2 + 1}, got {self.seq_len}")
+        if self.arch == "bert" and self.seq_len > BERT_MAX_POSITIONS:
+            raise ValueError(f"seq_len {self.seq_len} exceeds BERT's {BERT_MAX_POSITIONS} positions")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def dropout(self) -> bool:
+        return self.arch in ("gpt", "bert")
+
+    @property
+    def bias(self) -> bool:
+        return self.arch != "llama"
+
+    def plan_valid(self, tp=1, cp=1) -> np.ndarray:
+        """True where Megatron can split this shape: ``tp`` divides heads and ffn_hidden, ``tp``
+        and kv_heads divide one another (kv heads are replicated when tp > kv_heads), ``cp``
+        divides seq_len."""
+        t, c = np.asarray(tp), np.asarray(cp)
+        kv_ok = (self.kv_heads % t == 0) | (t % self.kv_heads == 0)
+        return (self.heads % t == 0) & (self.ffn_hidden % t == 0) & kv_ok & (self.seq_len % c == 0)
+
+
+def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, hidden: int = 768,
+                heads: int = 12, kv_heads: int | None = None, ffn_hidden: int | None = None,
+                ffn_act: str | None = None, seq_len: int | None = None, vocab: int | None = None,
+                causal: bool | None = None, tied_embeddings: bool | None = None, norm: str | None = None,
+                image_size: int | None = None, patch_size: int | None = None) -> Workload:
+    """A transformer workload; unset fields take the architecture's convention (module docstring):
+    ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
+    for gpt/llama, tied for gpt/bert, RMSNorm for llama.  ViT takes ``image_size``/``patch_size``
+    (``seq_len`` follows) and ``vocab`` = classes (default 1000)."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch {arch!r} is not known; allowed: {', '.join(ARCHS)}")
+    hidden_int = positive_int(hidden, "hidden")
+    if arch == "vit":
+        image_size = 224 if image_size is None else image_size
+        patch_size = 16 if patch_size is None else patch_size
+        positive_int(image_size, "image_size")
+        positive_int(patch_size, "patch_size")
+        seq_len = (image_size // patch_size) ** 2 + 1 if seq_len is None else seq_len
+        vocab = 1000 if vocab is None else vocab
+    if seq_len is None or vocab is None:
+        raise ValueError(f"transformer {name!r} needs seq_len and vocab")
+    shape = TransformerShape(
+        arch=arch, layers=layers, hidden=hidden_int, heads=heads,
+        kv_heads=heads if kv_heads is None else kv_heads,
+        ffn_hidden=4 * hidden_int if ffn_hidden is None else ffn_hidden,
+        ffn_act=ffn_act or ("swiglu" if arch == "llama" else "gelu"),
+        seq_len=seq_len, vocab=vocab,
+        causal=arch in ("gpt", "llama") if causal is None else causal,
+        tied_embeddings=arch in ("gpt", "bert") if tied_embeddings is None else tied_embeddings,
+        norm=norm or ("rmsnorm" if arch == "llama" else "layernorm"),
+        image_size=image_size, patch_size=patch_size)
+    return workload_of(name, shape)
+
+
+def workload_of(name: str, shape: TransformerShape) -> Workload:
+    """Wrap a shape into a :class:`Workload` (parameters counted from its op table)."""
+    builder = partial(transformer_ops, shape)
+    params = float(builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True).total("params"))
+    return Workload(name=name, family="transformer", shape=shape, params=params,
+                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder)
+
+
+def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precision: str = "bf16",
+                    flash_attention: bool = True):
+    """The op table of ``shape`` for a plan (formulas in the module docstring)."""
+    A = activation_bytes(precision)
+    b, t, c, plan_shape = plan_arrays(micro_batch, tp, cp)
+    if not np.all(shape.plan_valid(t.astype(int), c.astype(int))):
+        _explain_invalid(shape, t.astype(int), c.astype(int))
+    s, h, d = shape.seq_len, shape.hidden, shape.head_dim
+    T = b * s / c                                        # tokens per GPU
+    q_heads = shape.heads / t
+    kv_heads = np.maximum(shape.kv_heads / t, 1.0)      # replicated when tp > kv_heads
+    qkv_n = (q_heads + 2 * kv_heads) * d
+    f = shape.ffn_hidden / t
+    up_mats = 2 if shape.ffn_act == "swiglu" else 1
+    mask = 1.0 if shape.dropout else 0.0                 # 1-byte dropout mask per element
+    bias = 1.0 if shape.bias else 0.0
+    norm_params = h * (2 if shape.norm == "layernorm" else 1)
+
+    def matmul(name, m, n, k, params, saved, placement="layer"):
+        return OpSpec(name, "matmul", placement, m=m, n=n, k=k, flops=2 * m * n * k,
+                      bytes=A * (m * k + k * n + m * n), params=params, saved_bytes=saved)
+
+    def norm(name, tokens, placement="layer"):
+        return OpSpec(name, "norm", placement, fp32=True, flops=NORM_FLOPS * tokens * h,
+                      bytes=2 * A * tokens * h, params=norm_params, saved_bytes=A * tokens * h)
+
+    def residual(name):
+        return OpSpec(name, "elementwise", flops=RESIDUAL_FLOPS * T * h,
+                      bytes=(3 * A + mask) * T * h, saved_bytes=mask * T * h)
+
+    scores = b * q_heads * (s / c) * s                   # score-matrix elements per GPU
+    attention_flops = 4 * scores * d
+    if flash_attention:
+        attention_bytes = A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
+        attention_saved = A * T * qkv_n + 4 * b * q_heads * (s / c)      # Q, K, V + fp32 LSE
+        if shape.causal:
+            attention_flops = attention_flops / 2
+    else:
+        attention_bytes = (A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
+                           + scores * (4 * A + (2 * A + 1) * mask))       # S, softmax, dropout, PV
+        attention_saved = A * T * qkv_n + scores * (A + (A + 1) * mask)   # Q,K,V, softmax, dropout
+    act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
+
+    layer = [
+        norm("attn_norm", T),
+        matmul("qkv", T, qkv_n, h, h * qkv_n + bias * qkv_n, A * T * h),
+        OpSpec("attention", "attention", m=s / c, n=s, k=d, batch_gemms=b * q_heads,
+               flops=attention_flops, bytes=attention_bytes, saved_bytes=attention_saved),
+        matmul("attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
+        residual("attn_residual"),
+        norm("mlp_norm", T),
+        matmul("mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
+        OpSpec("mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
+               saved_bytes=A * up_mats * T * f),
+        matmul("mlp_down", T, h, f, h * f + bias * h, A * T * f),
+        residual("mlp_residual"),
+    ]
+    pre, post = _pre_ops(shape, b, t, c, T, A, mask, matmul, norm), _post_ops(shape, b, t, T, A, matmul, norm)
+    ops = pre + layer + post
+    repeat = [1] * len(pre) + [shape.layers] * len(layer) + [1] * len(post)
+    return build_table(ops, repeat, plan_shape)
+
+
+def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
+    h, s, V = shape.hidden, shape.seq_len, shape.vocab
+    if shape.arch == "vit":
+        patches = s - 1
+        pixels = 3 * shape.patch_size ** 2
+        params = pixels * h + h + h + s * h           # patch GEMM + bias, class token, positions
+        return [matmul("patch_embed", b * patches / c, h, pixels, params, A * b * patches / c * pixels, "pre")]
+    positions = {"gpt": s, "bert": BERT_MAX_POSITIONS + 2, "llama": 0}[shape.arch]  # bert: + 2 token types
+    lookups = 1 + (shape.arch != "llama") + (shape.arch == "bert")
+    ops = [OpSpec("embedding", "embedding", "pre", flops=(lookups - 1) * T * h,
+                  bytes=(A * (lookups + 1) + mask * (shape.arch != "bert")) * T * h,
+                  params=V * h / t + positions * h,
+                  saved_bytes=mask * T * h * (shape.arch != "bert"))]
+    if shape.arch == "bert":  # embedding LayerNorm, then dropout
+        ops.append(norm("embed_norm", T, "pre"))
+        ops.append(OpSpec("embed_dropout", "elementwise", "pre", flops=T * h,
+                          bytes=(2 * A + mask) * T * h, saved_bytes=mask * T * h))
+    return ops
+
+
+def _post_ops(shape, b, t, T, A, matmul, norm):
+    h, V = shape.hidden, shape.vocab
+    if shape.arch == "vit":  # final norm on every token, classifier on the class token
+        return [norm("final_norm", T, "post"),
+                matmul("head", b, V, h, V * h + V, A * b * h, "post"),
+                _loss(b * V, A)]
+    decoder_bias = V / t if shape.arch == "bert" else 0
+    logits_params = (0 if shape.tied_embeddings else V * h / t) + decoder_bias
+    if shape.arch == "bert":  # MLM transform (dense, GELU, LayerNorm), tied decoder; pooler + NSP
+        ops = [matmul("mlm_dense", T, h, h, h * h + h, A * T * h, "post"),
+               OpSpec("mlm_act", "elementwise", "post", flops=GELU_FLOPS * T * h, bytes=2 * A * T * h,
+                      saved_bytes=A * T * h),
+               norm("mlm_norm", T, "post"),
+               matmul("pooler", b, h, h, h * h + h, A * b * h, "post"),
+               matmul("nsp", b, 2, h, 2 * h + 2, A * b * h, "post")]
+    else:
+        ops = [norm("final_norm", T, "post")]
+    return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), _loss(T * V / t, A)]
+
+
+def _loss(elements, A):
+    """Softmax cross entropy in fp32: reads the logits, writes the fp32 probabilities it keeps
+    for backward (Korthikanti et al. 2022, Sec. 4.3: 4 s b V / t bytes)."""
+    return OpSpec("loss", "loss", "post", fp32=True, flops=LOSS_FLOPS * elements,
+                  bytes=(A + 4) * elements, saved_bytes=4 * elements)
+
+
+def _explain_invalid(shape: TransformerShape, t, c):
+    for value in np.unique(t):
+        if shape.heads % value or shape.ffn_hidden % value:
+            raise ValueError(f"tp={value} must divide heads ({shape.heads}) and ffn_hidden ({shape.ffn_hidden})")
+        if shape.kv_heads % value and value % shape.kv_heads:
+            raise ValueError(f"tp={value} and kv_heads ({shape.kv_heads}) must divide one another")
+    for value in np.unique(c):
+        if shape.seq_len % value:
+            raise ValueError(f"cp={value} must divide seq_len ({shape.seq_len})")
+

@@ -1,0 +1,156 @@
+"""The :class:`Workload` record shared by the transformer and CNN builders, and the helpers that
+turn a list of per-op formulas into an :class:`~perfmodel.workloads.ops.OpTable`.
+
+A builder describes each op with a :class:`OpSpec` whose numeric fields are numpy expressions in
+the plan variables (micro-batch ``b``, tensor-parallel degree ``t``, context-parallel degree
+``c``); :func:`build_table` broadcasts them all to the plan shape.  There is one formula per op,
+evaluated on scalars or on arrays of candidate plans alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from perfmodel.workloads.ops import OpTable
+
+__all__ = ["PRECISIONS", "ACTIVATION_BYTES", "MODEL_FLOP_KINDS", "OpSpec", "Workload",
+           "activation_bytes", "plan_arrays", "build_table", "positive_int"]
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# Bytes per activation/weight element as the training step moves them.  FP8 training keeps
+# activations in 16-bit between GEMMs (Transformer Engine casts to FP8 only inside the GEMM),
+# so fp8 counts 2 bytes like fp16/bf16.
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+# Op kinds whose FLOPs are "model FLOPs" as MFU counts them (PaLM, Chowdhery et al. 2022, App. B):
+# the GEMM-like work; elementwise, norm, softmax, loss and pooling FLOPs are left out.
+MODEL_FLOP_KINDS = ("matmul", "conv", "attention")
+
+# FLOP per element of the memory-bound ops, counted from their defining formulas (they only
+# place these ops on the roofline; model FLOPs leave them out):
+NORM_FLOPS = 7  # Layer/Batch norm: mean, variance (2), subtract, divide, scale, shift
+GELU_FLOPS = 8  # tanh approximation: cube, 2 multiply-adds, tanh, add, 2 multiplies
+SWIGLU_FLOPS = 4  # silu(g) * u = g / (1 + exp(-g)) * u: exp, add, divide, multiply
+RESIDUAL_FLOPS = 2  # dropout scale + residual add
+LOSS_FLOPS = 5  # softmax cross entropy: max, subtract, exp, sum, log
+
+
+def positive_int(value, field_name: str) -> int:
+    """``value`` as an int > 0, else a ValueError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{field_name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def activation_bytes(precision: str) -> int:
+    """Bytes per element at a training precision; unknown precision -> ValueError."""
+    if precision not in ACTIVATION_BYTES:
+        raise ValueError(f"precision {precision!r} is not known; allowed: {', '.join(PRECISIONS)}")
+    return ACTIVATION_BYTES[precision]
+
+
+def plan_arrays(micro_batch, tp, cp):
+    """Validate the plan variables and return them as float arrays plus their broadcast shape."""
+    arrays = []
+    for value, field_name in ((micro_batch, "micro_batch"), (tp, "tp"), (cp, "cp")):
+        array = np.asarray(value)
+        if array.dtype.kind not in "iu" and not (array.dtype.kind == "f" and np.all(array == np.round(array))):
+            raise ValueError(f"{field_name} must be an integer or an integer array, got {value!r}")
+        if array.size == 0 or np.any(array <= 0):
+            raise ValueError(f"{field_name} must be positive, got {value!r}")
+        arrays.append(array.astype(float))
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise ValueError(f"micro_batch, tp and cp shapes {[a.shape for a in arrays]} do not broadcast") from None
+    return (*arrays, shape)
+
+
+@dataclass
+class OpSpec:
+    """One op's formulas; numeric fields are floats or arrays that broadcast to the plan shape."""
+
+    name: str
+    kind: str
+    placement: str = "layer"
+    fp32: bool = False
+    flops: object = 0.0
+    bytes: object = 0.0
+    params: object = 0.0
+    saved_bytes: object = 0.0
+    m: object = 0.0
+    n: object = 0.0
+    k: object = 0.0
+    batch_gemms: object = 1.0
+
+
+def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
+    """Stack the op formulas into an :class:`OpTable` with columns ``(n_ops, *plan_shape)``."""
+
+    def column(name: str) -> np.ndarray:
+        return np.stack([np.broadcast_to(np.asarray(getattr(op, name), dtype=float), plan_shape)
+                         for op in ops])
+
+    return OpTable(
+        name=[op.name for op in ops], kind=[op.kind for op in ops],
+        placement=[op.placement for op in ops], repeat=np.asarray(repeat, dtype=float),
+        fp32=np.array([op.fp32 for op in ops], dtype=bool),
+        m=column("m"), n=column("n"), k=column("k"), batch_gemms=column("batch_gemms"),
+        flops=column("flops"), bytes=column("bytes"), params=column("params"),
+        saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named model: its size and a function that lists its ops for a plan.
+
+    ``layers`` is the number of repeated blocks a pipeline splits: transformer layers, or for a
+    CNN the number of ops in its table.  ``ops()`` is per GPU, per micro-batch, forward only
+    (see :mod:`perfmodel.workloads.ops`).
+    """
+
+    name: str
+    family: str  # 'transformer' | 'cnn'
+    shape: object  # TransformerShape, or None for CNNs
+    params: float
+    tokens_per_sample: int | None
+    layers: int
+    builder: Callable = field(repr=False, compare=False, default=None)
+
+    def ops(self, micro_batch=1, tp=1, cp=1, precision: str = "bf16", flash_attention: bool = True) -> OpTable:
+        """The op table for a plan; ``micro_batch``/``tp``/``cp`` may be integer arrays that broadcast."""
+        return self.builder(micro_batch=micro_batch, tp=tp, cp=cp, precision=precision,
+                            flash_attention=flash_attention)
+
+    def plan_valid(self, tp=1, cp=1) -> np.ndarray:
+        """Boolean (array) of the ``tp``/``cp`` values ``ops()`` accepts for this workload, so a
+        search can drop the others before calling it (CNNs: tp = cp = 1 only)."""
+        if self.shape is None:
+            return (np.asarray(tp) == 1) & (np.asarray(cp) == 1)
+        return self.shape.plan_valid(tp, cp)
+
+    def flops_per_sample(self, training: bool = False) -> float:
+        """Model FLOPs per sample (matmul, conv and attention, full s^2 attention score matrix as
+        Megatron's and PaLM's formulas count it, no recomputation); training = 3x forward."""
+        table = self.ops(1, precision="bf16", flash_attention=False)
+        forward = float(table.total("flops", kind=MODEL_FLOP_KINDS))
+        return 3.0 * forward if training else forward
+
+    def summary(self) -> dict:
+        """Parameters, FLOPs per sample and a per-op-kind table (one sample, tp = cp = 1, bf16,
+        no flash attention so the attention row shows the full score-matrix work)."""
+        table = self.ops(1, precision="bf16", flash_attention=False)
+        by_kind = {}
+        for kind in dict.fromkeys(table.kind):
+            by_kind[kind] = {column: float(table.total(column, kind=kind))
+                             for column in ("flops", "bytes", "params", "saved_bytes")}
+            by_kind[kind]["ops"] = int(sum(r for r, k in zip(table.repeat, table.kind) if k == kind))
+        return {
+            "name": self.name, "family": self.family, "params": self.params,
+            "tokens_per_sample": self.tokens_per_sample, "layers": self.layers,
+            "forward_flops_per_sample": self.flops_per_sample(),
+            "training_flops_per_sample": self.flops_per_sample(training=True),
+            "by_kind": by_kind,
+        }

@@ -1,0 +1,280 @@
+"""Named models, user-registered models, and workloads from scenario/measurement fields.
+
+Transformer shapes and their sources:
+
+* GPT-3 family: Brown et al. 2020, Table 2.1 (layers, d_model, heads), context 2048, vocabulary
+  50257 (the GPT-2 BPE the paper uses; Megatron runs pad it to 51200 - give ``vocab: 51200`` to
+  model those).  Two entries of the table are not self-consistent and are read through d_head:
+  1.3B has d_model 2048 with d_head 128, so 16 heads (the table prints 24); 13B prints d_model
+  5140 = 40 x 128.5, so we use 5120 = 40 x 128.
+* Llama 2: Touvron et al. 2023 (Llama 2), Table 1 and the released config.json files: 7B
+  32 x 4096, 32 heads, ffn 11008; 13B 40 x 5120, 40 heads, ffn 13824; 70B 80 x 8192, 64 heads,
+  8 KV heads, ffn 28672; vocabulary 32000, context 4096.
+* Llama 3 / 3.1: Dubey et al. 2024 (The Llama 3 Herd of Models), Table 3: 8B 32 x 4096, ffn
+  14336; 70B 80 x 8192, ffn 28672; 405B 126 x 16384, 128 heads, ffn 53248; 8 KV heads;
+  vocabulary 128256; pre-training context 8192.
+* BERT: Devlin et al. 2019, Sec. 3: base 12 x 768, 12 heads; large 24 x 1024, 16 heads; ffn 4h;
+  vocabulary 30522 (uncased WordPiece); sequence 512 by default (override ``seq_len``).
+* ViT: Dosovitskiy et al. 2021, Table 1: B/16 12 x 768, 12 heads, MLP 3072; L/16 24 x 1024,
+  16 heads, 4096; H/14 32 x 1280, 16 heads, 5120; 224 px, 1000 classes.
+
+CNN tables:
+
+* ResNet-50/101/152 v1.5 (He et al. 2016, Table 1; v1.5 = the stride-2 on the 3x3 conv of the
+  first bottleneck of a stage, as torchvision and NVIDIA DeepLearningExamples build it), 224 px.
+* ``ssd300``: SSD300 with a ResNet-50 backbone truncated after conv4_x with its stride removed
+  (38x38x1024 features), the five extra feature blocks and the 3x3 loc/conf heads over 4/6/6/6/4/4
+  default boxes (8732 boxes, 81 COCO classes) - NVIDIA DeepLearningExamples
+  PyTorch/Detection/SSD (``src/model.py``), which is the source of the SSD300 measurements.
+  ``ssd300-r34`` is the MLPerf Training v0.7 variant with a ResNet-34 backbone (256 channels at
+  38x38; the rest identical).
+* ``unet3d``: the MLPerf Training 3D U-Net reference (KiTS19): one input channel, 128^3 patch,
+  filters 32/64/128/256/320 with a 320-channel bottleneck, strided-conv downsampling, transposed
+  conv (with bias) upsampling and skip concatenation, instance norm + ReLU after every 3x3x3 conv,
+  a 1x1x1 output conv to 3 classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
+from perfmodel.workloads.workload import Workload
+
+__all__ = ["ZOO_NAMES", "get_workload", "register_workload", "load_workloads_yaml", "workload_from_spec",
+           "resnet", "ssd300", "unet3d"]
+
+_GPT3 = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 16), "1.3b": (24, 2048, 16),
+         "2.7b": (32, 2560, 32), "6.7b": (32, 4096, 32), "13b": (40, 5120, 40), "175b": (96, 12288, 96)}
+_LLAMA = {  # layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len
+    "llama2-7b": (32, 4096, 32, 32, 11008, 32000, 4096), "llama2-13b": (40, 5120, 40, 40, 13824, 32000, 4096),
+    "llama2-70b": (80, 8192, 64, 8, 28672, 32000, 4096), "llama3-8b": (32, 4096, 32, 8, 14336, 128256, 8192),
+    "llama3-70b": (80, 8192, 64, 8, 28672, 128256, 8192),
+    "llama3-405b": (126, 16384, 128, 8, 53248, 128256, 8192)}
+_BERT = {"bert-base": (12, 768, 12), "bert-large": (24, 1024, 16)}
+_VIT = {"vit-b16": (12, 768, 12, 3072, 16), "vit-l16": (24, 1024, 16, 4096, 16), "vit-h14": (32, 1280, 16, 5120, 14)}
+_RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
+
+_TRANSFORMERS: dict[str, dict] = {}
+for size, (l, h, a) in _GPT3.items():
+    _TRANSFORMERS[f"gpt3-{size}"] = dict(arch="gpt", layers=l, hidden=h, heads=a, seq_len=2048, vocab=50257)
+for key, (l, h, a, g, f, v, s) in _LLAMA.items():
+    _TRANSFORMERS[key] = dict(arch="llama", layers=l, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=v,
+                              seq_len=s)
+for key, (l, h, a) in _BERT.items():
+    _TRANSFORMERS[key] = dict(arch="bert", layers=l, hidden=h, heads=a, seq_len=512, vocab=30522)
+for key, (l, h, a, f, p) in _VIT.items():
+    _TRANSFORMERS[key] = dict(arch="vit", layers=l, hidden=h, heads=a, ffn_hidden=f, patch_size=p,
+                              image_size=224, vocab=1000)
+
+
+def _bottleneck(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:
+    """ResNet v1.5 bottleneck: 1x1, 3x3 (carrying the stride), 1x1 (x4), shortcut, add, ReLU."""
+    block_input = net.state()
+    net.conv(f"{name}.conv1", width, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
+    net.conv(f"{name}.conv2", width, 3, stride, 1).bn(f"{name}.bn2").relu(f"{name}.relu2")
+    net.conv(f"{name}.conv3", 4 * width, 1).bn(f"{name}.bn3")
+    if downsample:
+        main = net.state()
+        net.restore(block_input)
+        net.conv(f"{name}.downsample", 4 * width, 1, stride).bn(f"{name}.downsample_bn")
+        net.restore(main)
+    net.add(f"{name}.add").relu(f"{name}.relu3")
+
+
+def _basic(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:
+    """ResNet-18/34 basic block: two 3x3 convs, shortcut, add, ReLU (He et al. 2016, Fig. 5 left)."""
+    block_input = net.state()
+    net.conv(f"{name}.conv1", width, 3, stride, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
+    net.conv(f"{name}.conv2", width, 3, 1, 1).bn(f"{name}.bn2")
+    if downsample:
+        main = net.state()
+        net.restore(block_input)
+        net.conv(f"{name}.downsample", width, 1, stride).bn(f"{name}.downsample_bn")
+        net.restore(main)
+    net.add(f"{name}.add").relu(f"{name}.relu2")
+
+
+def _resnet_trunk(net: LayerTableBuilder, blocks, bottleneck: bool, last_stride: int = 2) -> None:
+    """Stem and stages; ``blocks`` lists the blocks per stage used (3 stages for SSD backbones)."""
+    net.conv("conv1", 64, 7, 2, 3).bn("bn1").relu("relu").pool("maxpool", "max", 3, 2, 1)
+    block = _bottleneck if bottleneck else _basic
+    for stage, count in enumerate(blocks):
+        width = 64 * 2 ** stage
+        for i in range(count):
+            stride = (1 if stage == 0 else (last_stride if stage == 2 else 2)) if i == 0 else 1
+            out = 4 * width if bottleneck else width
+            block(net, f"layer{stage + 1}.{i}", width, stride, i == 0 and (stride != 1 or net.channels != out))
+
+
+def resnet(name: str = "resnet50", image_size: int = 224, classes: int = 1000) -> Workload:
+    """ResNet-50/101/152 v1.5 at ``image_size`` px with a ``classes``-way classifier."""
+    net = LayerTableBuilder(3, [image_size, image_size])
+    _resnet_trunk(net, _RESNET_BLOCKS[name], bottleneck=True)
+    net.pool("avgpool", "avg", net.size[0], net.size[0]).fc("fc", classes).loss("loss", classes)
+    return cnn(name, net.rows)
+
+
+def ssd300(name: str = "ssd300", backbone: str = "resnet50", image_size: int = 300, classes: int = 81) -> Workload:
+    """SSD300 (Liu et al. 2016) as NVIDIA DeepLearningExamples / MLPerf build it (module docstring)."""
+    net = LayerTableBuilder(3, [image_size, image_size])
+    if backbone == "resnet50":
+        _resnet_trunk(net, (3, 4, 6), bottleneck=True, last_stride=1)
+    else:
+        _resnet_trunk(net, (3, 4, 6), bottleneck=False, last_stride=1)
+    features = [net.state()]
+    for i, (mid, out) in enumerate(zip((256, 256, 128, 128, 128), (512, 512, 256, 256, 256))):
+        net.conv(f"extra{i}.conv1", mid, 1).bn(f"extra{i}.bn1").relu(f"extra{i}.relu1")
+        net.conv(f"extra{i}.conv2", out, 3, 2 if i < 3 else 1, 1 if i < 3 else 0)
+        net.bn(f"extra{i}.bn2").relu(f"extra{i}.relu2")
+        features.append(net.state())
+    boxes = 0
+    for i, (feature, defaults) in enumerate(zip(features, (4, 6, 6, 6, 4, 4))):
+        for head, per_box in (("loc", 4), ("conf", classes)):
+            net.restore(feature)
+            net.conv(f"{head}{i}", defaults * per_box, 3, 1, 1, bias=True)
+        boxes += defaults * feature[1][0] * feature[1][1]
+    net.loss("loss", boxes * (classes + 4))
+    return cnn(name, net.rows)
+
+
+def unet3d(name: str = "unet3d", patch: int = 128, in_channels: int = 1, classes: int = 3) -> Workload:
+    """The MLPerf Training 3D U-Net (module docstring) on a ``patch``^3 input."""
+    net = LayerTableBuilder(in_channels, [patch] * 3)
+
+    def double_conv(prefix, out, first_stride):
+        net.conv(f"{prefix}.conv1", out, 3, first_stride, 1).bn(f"{prefix}.norm1").relu(f"{prefix}.relu1")
+        net.conv(f"{prefix}.conv2", out, 3, 1, 1).bn(f"{prefix}.norm2").relu(f"{prefix}.relu2")
+
+    double_conv("input", 32, 1)
+    skips = [net.state()]
+    for i, out in enumerate((64, 128, 256, 320, 320)):
+        double_conv(f"down{i}", out, 2)
+        skips.append(net.state())
+    skips.pop()  # the bottleneck output feeds the first upsampling, not a skip
+    for i, out in enumerate((320, 256, 128, 64, 32)):
+        net.conv(f"up{i}.transpose", out, 2, 2, 0, bias=True, transposed=True)
+        net.concat(f"up{i}.concat", skips.pop()[0])
+        double_conv(f"up{i}", out, 1)
+    net.conv("output", classes, 1, bias=True).loss("loss", classes * patch ** 3)
+    return cnn(name, net.rows)
+
+
+_FACTORIES: dict[str, Callable[..., Workload]] = {
+    **{key: (lambda key=key, **overrides: transformer(name=key, **{**_TRANSFORMERS[key], **overrides}))
+       for key in _TRANSFORMERS},
+    **{key: (lambda key=key, **overrides: resnet(key, **overrides)) for key in _RESNET_BLOCKS},
+    "ssd300": lambda **overrides: ssd300("ssd300", **overrides),
+    "ssd300-r34": lambda **overrides: ssd300("ssd300-r34", backbone="resnet34", **overrides),
+    "unet3d": lambda **overrides: unet3d("unet3d", **overrides),
+}
+ZOO_NAMES: list[str] = list(_FACTORIES)
+_REGISTERED: dict[str, Workload] = {}
+_CACHE: dict[str, Workload] = {}
+
+
+def get_workload(name: str) -> Workload:
+    """A zoo or user-registered workload by name; unknown name -> ValueError listing the known."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name not in _FACTORIES:
+        known = ZOO_NAMES + sorted(_REGISTERED)
+        raise ValueError(f"model {name!r} is not in the zoo; known models: {', '.join(known)} "
+                         f"(or model: transformer with its shape)")
+    if name not in _CACHE:
+        _CACHE[name] = _FACTORIES[name]()
+    return _CACHE[name]
+
+
+def register_workload(workload: Workload) -> None:
+    """Make ``workload`` available to :func:`get_workload` (and to scenarios) by its name."""
+    if not isinstance(workload, Workload):
+        raise ValueError(f"register_workload needs a Workload, got {type(workload).__name__}")
+    if workload.name in _FACTORIES:
+        raise ValueError(f"model name {workload.name!r} is taken by the zoo; choose another name")
+    _REGISTERED[workload.name] = workload
+
+
+def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workload]:
+    """Read user models from YAML and (by default) register them.
+
+    The file holds ``workloads:``, a list of entries, each with ``name`` and either
+    ``transformer:`` (keyword arguments of :func:`~perfmodel.workloads.transformer.transformer`)
+    or ``cnn:`` (a layer table, format in :mod:`perfmodel.workloads.cnn`)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read workloads file ({error.strerror})") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    entries = data.get("workloads") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a mapping with a 'workloads' list")
+    workloads = []
+    for i, entry in enumerate(entries):
+        where = f"{path}: workloads[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ValueError(f"{where}: each entry needs a 'name' and 'transformer' or 'cnn'")
+        try:
+            if isinstance(entry.get("transformer"), dict):
+                workloads.append(transformer(name=entry["name"], **entry["transformer"]))
+            elif isinstance(entry.get("cnn"), list):
+                workloads.append(cnn(entry["name"], entry["cnn"]))
+            else:
+                raise ValueError("needs 'transformer' (a mapping) or 'cnn' (a list of layers)")
+        except TypeError as error:
+            raise ValueError(f"{where} ({entry['name']}): {error}") from None
+        except ValueError as error:
+            raise ValueError(f"{where} ({entry['name']}): {error}") from None
+    if register:
+        for workload in workloads:
+            register_workload(workload)
+    return workloads
+
+
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size")
+
+
+def workload_from_spec(spec) -> Workload:
+    """A :class:`~perfmodel.scenario.WorkloadSpec` (or the same fields in a mapping) as a workload.
+
+    ``model: transformer`` needs layers, hidden, heads, seq_len and vocab; it is a Llama-style
+    model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style.  A zoo
+    name takes the given shape fields as overrides (``seq_len: 128`` on ``bert-large``); CNNs take
+    only ``image_size``."""
+    fields = spec if isinstance(spec, dict) else spec.model_dump()
+    model = fields.get("model")
+    given = {key: fields[key] for key in _SHAPE_FIELDS if fields.get(key) is not None}
+    if model == "transformer":
+        missing = [key for key in ("layers", "hidden", "heads", "seq_len", "vocab") if key not in given]
+        if missing:
+            raise ValueError(f"model: transformer needs {', '.join(missing)}")
+        if "image_size" in given:
+            raise ValueError("image_size applies to zoo ViT and CNN models, not to model: transformer")
+        arch = "llama" if given.get("ffn_act") == "swiglu" else "gpt"
+        name = f"transformer-{given['layers']}x{given['hidden']}"
+        return transformer(name=name, arch=arch, **given)
+    if not given or model in _REGISTERED:
+        if given:
+            raise ValueError(f"model {model!r} is user-registered; shape overrides are not supported for it")
+        return get_workload(model)
+    base = get_workload(model)
+    if base.family == "cnn":
+        extra = sorted(set(given) - {"image_size"})
+        if extra or model not in _RESNET_BLOCKS and model not in ("ssd300", "ssd300-r34"):
+            raise ValueError(f"model {model!r} takes no override of {', '.join(sorted(given))}")
+        return _FACTORIES[model](**given)
+    shape: TransformerShape = base.shape
+    if shape.arch == "vit":
+        overrides = {**_TRANSFORMERS[model], **given}
+        if "image_size" in given and "seq_len" not in given:
+            overrides.pop("seq_len", None)
+        return transformer(name=model, **overrides)
+    if "image_size" in given:
+        raise ValueError(f"image_size does not apply to {model!r} (a {shape.arch} transformer)")
+    return workload_of(model, dataclasses.replace(shape, **given))
