@@ -1,0 +1,49 @@
+"""`perfmodel roofline --gpu NAME --model ZOO_NAME [--precision bf16] [--micro-batch 1] [-o PNG] [--json]`."""
+
+from __future__ import annotations
+
+from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "roofline", help="ridge points of a GPU and where each op of a model sits on its roofline")
+    parser.add_argument("--gpu", required=True, help="catalog GPU name or alias")
+    parser.add_argument("--model", required=True, help="zoo model name (see 'perfmodel workload')")
+    parser.add_argument("--precision", default="bf16", help="fp32, tf32, fp16, bf16 or fp8 (default bf16)")
+    parser.add_argument("--micro-batch", type=int, default=1, help="samples per GPU (default 1)")
+    parser.add_argument("-o", "--output", metavar="PNG", help="write the roofline figure")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--calibration", metavar="PROFILE", help="efficiency profile YAML")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from perfmodel.models.compute import ridge_points, roofline_points
+    from perfmodel.workloads import get_workload
+
+    gpu = catalog_from(args).gpu(args.gpu)
+    points = roofline_points(get_workload(args.model), gpu, args.precision, profile_from(args),
+                             args.micro_batch)
+    ridges = ridge_points(gpu)
+    if args.output:
+        from perfmodel.plots.roofline import roofline
+
+        roofline(gpu, points, list(ridges)).savefig(args.output, dpi=120)
+    memory_bound = points.loc[points["bound"] == "memory", "op"].tolist()
+    if args.json:
+        print_json({"gpu": gpu.name, "model": args.model, "precision": args.precision,
+                    "micro_batch": args.micro_batch, "memory_bandwidth_Bps": gpu.memory_bandwidth,
+                    "ridge_points_flop_per_byte": ridges, "ops": points.to_dict(orient="records"),
+                    "memory_bound": memory_bound})
+        return 0
+    print(f"{gpu.name}: HBM {gpu.memory_bandwidth / 1e12:.2f} TB/s; ridge points (FLOP/byte): "
+          + ", ".join(f"{p} {r:.0f}" for p, r in ridges.items()))
+    print(f"{args.model}, {args.precision}, micro-batch {args.micro_batch}, forward pass, one instance per op:")
+    print_table([{"op": r.op, "kind": r.kind, "GFLOP": r.flops / 1e9, "MB": r.bytes / 1e6,
+                  "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "time_us": r.time_s * 1e6,
+                  "bound": r.bound} for r in points.itertuples()])
+    print(f"memory-bound: {', '.join(memory_bound) or 'none'}")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,270 @@
+"""Roofline compute model: how long one op takes on one GPU.
+
+Each op is limited by either its arithmetic or its memory traffic (the roofline of Williams,
+Waterman and Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009):
+
+    time = max(FLOP / (peak x eta_compute), bytes / (bandwidth x eta_memory)) + launch overhead
+
+GEMM-like ops (matmul, conv as implicit GEMM, attention) run on tensor cores at the peak of the
+training precision (FP32 training: the FP32 CUDA-core peak); every other op runs on CUDA cores and
+is timed against the FP32 CUDA-core peak (it is memory-bound in practice).  The GEMM efficiency
+falls for small or odd shapes through tile quantization, wave quantization and a fixed per-tile
+cost (NVIDIA Deep Learning Performance docs, "Matrix Multiplication Background User's Guide",
+sections "Tile Quantization" and "Wave Quantization").
+
+Every function over numbers broadcasts over numpy arrays: the same formula times one op or a
+million candidate plans.  The efficiency parameters are registered here with their sources;
+:func:`op_times` reads them from a calibration profile, the pure functions take plain numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.hardware.specs import GPU
+from perfmodel.profile import CalibrationProfile, Parameter, register
+from perfmodel.workloads.ops import OpTable
+
+__all__ = [
+    "TRAIN_PRECISIONS", "roofline_time", "wave_quantization", "tile_padding", "matmul_efficiency",
+    "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
+    "op_peaks", "op_times", "roofline_points",
+]
+
+TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+TENSOR_KINDS = ("matmul", "conv", "attention")
+ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+
+_KERNEL_CSV = "stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table) and " \
+              "zzc0721/torch-performance-test-data issue #79"
+
+register(
+    Parameter(
+        name="matmul_efficiency", default=0.83, low=0.3, high=1.0, unit="fraction of dense peak",
+        description="fraction of the dense tensor (or FP32) peak a large, well-shaped GEMM reaches",
+        source=f"{_KERNEL_CSV}: large GEMMs reach 0.87 of peak on A100 (bf16 1024x10240x5120, 271.2 of "
+               "312 TFLOP/s) and 0.68-0.80 on H100 SXM (bf16 2048x2048x13312 794.5, fp16 4096^3 760.0, "
+               "bf16 10240^3 719.7 of 989.5); 0.83 is the value that puts both A100 and H100 large "
+               "bf16 GEMMs within 10 % once wave quantization is applied",
+        per="architecture"),
+    Parameter(
+        name="matmul_tile", default=128.0, low=32.0, high=256.0, unit="elements",
+        description="edge of the square output tile one SM computes (tile and wave quantization)",
+        source="NVIDIA Matrix Multiplication Background User's Guide (tile quantization examples use "
+               "128x128 and 256x128 tiles); CUTLASS default tensor-op threadblock tile 128x128",
+        per="architecture"),
+    Parameter(
+        name="matmul_k_overhead", default=128.0, low=0.0, high=2048.0, unit="elements of k",
+        description="fixed per-tile cost (filling the multi-stage operand pipeline, epilogue) in units "
+                    "of the reduction dimension: efficiency factor k / (k + k0)",
+        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 3-4 shared-memory stages of a "
+               "32-64 deep k-tile are filled before the first MMA, about 128 elements of k",
+        per="architecture"),
+    Parameter(
+        name="attention_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
+        description="fraction of the tensor peak a fused (flash) attention kernel reaches",
+        source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
+               "peak (forward and backward); 0.6 is the middle of that range",
+        per="architecture"),
+    Parameter(
+        name="conv_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
+        description="fraction of the tensor peak an implicit-GEMM convolution reaches",
+        source="prior, not a measurement: set to the FlashAttention-2 middle value (0.6) below "
+               "matmul_efficiency because cuDNN implicit GEMM pays for im2col address math and small "
+               "channel counts (NVIDIA Convolutional Layers User's Guide); fitted by calibrate on "
+               "CNN training rows",
+        per="architecture"),
+    Parameter(
+        name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
+        description="fraction of the datasheet memory bandwidth a streaming kernel reaches",
+        source="chsasank/device-benchmarks README.md @ 7ccc883, device copy of ~380 MB (read + write): "
+               "T4 240 of 320 GB/s (0.75), L4 235 of 300 (0.78), A10 469 of 600 (0.78), H100 PCIe "
+               "1630 of 2000 (0.815); mean 0.78",
+        per="architecture"),
+    Parameter(
+        name="kernel_launch_overhead", default=2e-6, low=0.0, high=2e-5, unit="s",
+        description="time added per kernel: the GPU-side gap between back-to-back kernels",
+        source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
+               "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
+               "with a host synchronisation each time; 2 us allows for framework dispatch"),
+)
+
+
+def roofline_time(flops, bytes, peak_flops, bandwidth, compute_efficiency, memory_efficiency,
+                  launch_overhead):
+    """Seconds for one kernel: max(FLOP / (peak x eta_c), bytes / (bw x eta_m)) + launch.
+
+    Williams, Waterman & Patterson 2009 (CACM 52(4)), the roofline bound, plus a per-kernel launch
+    overhead.  All arguments broadcast; FLOP, bytes, FLOP/s, bytes/s, fractions, seconds.
+    """
+    compute = np.divide(flops, np.multiply(peak_flops, compute_efficiency))
+    memory = np.divide(bytes, np.multiply(bandwidth, memory_efficiency))
+    return np.maximum(compute, memory) + launch_overhead
+
+
+def wave_quantization(m, n, sm_count, tile_m, tile_n, batch=1):
+    """Share of the launched SM slots doing work: tiles / (ceil(tiles / SMs) x SMs).
+
+    ``tiles = ceil(m / tile_m) x ceil(n / tile_n) x batch``; the last wave of tiles leaves SMs idle
+    (NVIDIA Matrix Multiplication Background User's Guide, "Wave Quantization").  In (0, 1].
+    """
+    tiles = np.ceil(np.divide(m, tile_m)) * np.ceil(np.divide(n, tile_n)) * batch
+    return tiles / (np.ceil(tiles / sm_count) * sm_count)
+
+
+def tile_padding(size, tile):
+    """Share of a tiled dimension that is real work: size / (ceil(size / tile) x tile).
+
+    NVIDIA Matrix Multiplication Background User's Guide, "Tile Quantization".  In (0, 1].
+    """
+    return np.divide(size, np.ceil(np.divide(size, tile)) * tile)
+
+
+def matmul_efficiency(m, n, k, sm_count, eta_max, tile=128.0, k_overhead=128.0, batch=1):
+    """Fraction of peak a GEMM (m x k) @ (k x n), ``batch`` times, reaches; in (0, eta_max].
+
+    eta = eta_max x wave_quantization x tile_padding(m) x tile_padding(n) x k / (k + k0):
+    wave and tile quantization as in NVIDIA's Matrix Multiplication Background User's Guide; the
+    last factor charges a fixed per-tile prologue/epilogue cost of ``k_overhead`` elements of k.
+    ``sm_count=None`` (unknown) skips wave quantization.
+    """
+    for field, value in (("m", m), ("n", n), ("k", k), ("batch", batch)):
+        bad = np.asarray(value)[np.asarray(value) <= 0]
+        if bad.size:
+            raise ValueError(f"matmul_efficiency: {field} must be positive, got {bad.flat[0]!r}")
+    eta = np.multiply(eta_max, tile_padding(m, tile) * tile_padding(n, tile))
+    eta = eta * np.divide(k, np.add(k, k_overhead))
+    if sm_count is not None:
+        eta = eta * wave_quantization(m, n, sm_count, tile, tile, batch)
+    return eta
+
+
+def attained_flops(flops, time):
+    """FLOP/s actually reached: FLOP / seconds."""
+    return np.divide(flops, time)
+
+
+def arithmetic_intensity(flops, bytes):
+    """FLOP per byte moved to or from memory (the roofline's x axis)."""
+    return np.divide(flops, bytes)
+
+
+def ridge_point(peak_flops, bandwidth):
+    """Intensity (FLOP/byte) above which a kernel is compute-bound: peak / bandwidth."""
+    return np.divide(peak_flops, bandwidth)
+
+
+def ridge_points(gpu: GPU) -> dict[str, float]:
+    """Ridge point (FLOP/byte, datasheet peak over datasheet bandwidth) for each training
+    precision the GPU has a peak for."""
+    return {p: float(ridge_point(gpu.peak(p), gpu.memory_bandwidth))
+            for p in TRAIN_PRECISIONS if p in gpu.precisions}
+
+
+def gemm_flops(m, n, k, batch=1):
+    """2 m n k FLOP per GEMM (one multiply and one add per term)."""
+    return 2.0 * np.multiply(np.multiply(m, n), k) * batch
+
+
+def gemm_bytes(m, n, k, input_bytes, output_bytes, batch=1):
+    """Bytes of one GEMM read once and written once: (m k + k n) inputs + m n output."""
+    return (np.multiply(np.add(np.multiply(m, k), np.multiply(k, n)), input_bytes)
+            + np.multiply(np.multiply(m, n), output_bytes)) * batch
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"precision {precision!r} is unknown; allowed: {', '.join(TRAIN_PRECISIONS)}")
+
+
+def op_peaks(kinds, gpu: GPU, precision: str) -> np.ndarray:
+    """Peak FLOP/s that each op kind runs at for a training ``precision``.
+
+    matmul, conv and attention use the tensor peak of the precision (``fp32`` = CUDA cores, no
+    TF32); with ``fp8`` only matmuls run in FP8 and conv/attention in BF16.  Other kinds
+    (elementwise, norm, softmax, embedding, loss, pool) run on CUDA cores: the FP32 peak.
+    A precision the GPU has no peak for raises the GPU's ValueError.
+    """
+    _check_precision(precision)
+    tensor = gpu.peak(precision)
+    other_tensor = gpu.peak("bf16") if precision == "fp8" else tensor
+    cuda_cores = gpu.peak("fp32")
+    kinds = np.asarray(kinds)
+    return np.where(kinds == "matmul", tensor,
+                    np.where(np.isin(kinds, TENSOR_KINDS), other_tensor, cuda_cores))
+
+
+def _efficiencies(table: OpTable, gpu: GPU, profile: CalibrationProfile) -> np.ndarray:
+    """eta_compute per op: the kind's eta times GEMM shape effects (1 for CUDA-core ops).
+
+    Flash attention (Dao 2023, FlashAttention-2 Sec. 3.2) runs one thread block per block of
+    queries, head and sample and loops over all keys inside it, so only its ``ceil(m / tile) x
+    batch`` blocks are wave-quantized; ``attention_efficiency`` covers the rest.
+    """
+    group = gpu.architecture
+    kind = table.per_op("kind")
+    eta_max = np.select(
+        [kind == "matmul", kind == "conv", kind == "attention"],
+        [profile.get("matmul_efficiency", group), profile.get("conv_efficiency", group),
+         profile.get("attention_efficiency", group)], 1.0)
+    shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & np.isin(kind, TENSOR_KINDS)
+    m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
+    tile, k_overhead = profile.get("matmul_tile", group), profile.get("matmul_k_overhead", group)
+    attention = kind == "attention"
+    eta = matmul_efficiency(m, np.where(attention, tile, n), k, gpu.sm_count, eta_max, tile,
+                            np.where(attention, 0.0, k_overhead), batch=batch)
+    return np.where(shaped, eta, eta_max)
+
+
+def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
+    """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time."""
+    group = gpu.architecture
+    peak = np.where(table.per_op("fp32"), gpu.peak("fp32"), op_peaks(table.per_op("kind"), gpu, precision))
+    eta_c = _efficiencies(table, gpu, profile)
+    return (peak, gpu.memory_bandwidth, eta_c, profile.get("memory_efficiency", group),
+            profile.get("kernel_launch_overhead"))
+
+
+def op_times(table: OpTable, gpu: GPU, precision: str,
+             profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
+
+    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops use
+    :func:`matmul_efficiency` with the eta of their kind (matmul/conv/attention), other ops an
+    eta_compute of 1 (they are memory-bound).  Ops marked ``fp32`` (norms, softmax, loss under
+    AMP) run at the FP32 peak.  Backward uses ``table.backward_flops()``/``backward_bytes()`` with
+    the same efficiencies and one kernel launch per op and pass.  Parameters come from ``profile``
+    for the group ``gpu.architecture``.
+    """
+    inputs = _roofline_inputs(table, gpu, precision, profile)
+    return (roofline_time(table.flops, table.bytes, *inputs),
+            roofline_time(table.backward_flops(), table.backward_bytes(), *inputs))
+
+
+def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
+                    micro_batch: int = 1):
+    """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
+
+    Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
+    ``attained_flops`` (FLOP/s, launch overhead included), ``time_s``, ``bound``
+    (``"compute"`` or ``"memory"``: which roofline term is larger).
+    """
+    import pandas as pd
+
+    if isinstance(micro_batch, bool) or int(micro_batch) != micro_batch or micro_batch <= 0:
+        raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
+    table = workload.ops(int(micro_batch), precision=precision)
+    peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
+    time = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
+    compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
+    memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
+    return pd.DataFrame({
+        "op": table.name,
+        "kind": table.kind,
+        "flops": table.flops,
+        "bytes": table.bytes,
+        "intensity": arithmetic_intensity(table.flops, table.bytes),
+        "attained_flops": attained_flops(table.flops, time),
+        "time_s": time,
+        "bound": np.where(compute >= memory, "compute", "memory"),
+    })

@@ -1,0 +1,364 @@
+"""Roofline compute model, gemm/memcpy predictors and `perfmodel roofline`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.calibration.predictors.kernel import predict_gemm, predict_memcpy
+from perfmodel.hardware.catalog import CatalogError
+from perfmodel.hardware.specs import GPU
+from perfmodel.models import compute
+from perfmodel.profile import PARAMETERS, CalibrationProfile
+from perfmodel.workloads.ops import OpTable
+
+DEFAULTS = CalibrationProfile()  # registered defaults, no fitted values
+
+
+def _gpu(name, architecture, bandwidth, sm_count, **peaks_tflops):
+    return GPU(name=name, vendor="NVIDIA", architecture=architecture, memory="80 GB",
+               memory_bandwidth=bandwidth, sm_count=sm_count, tdp="400 W", source="datasheet",
+               peak_flops={p: v * 1e12 for p, v in peaks_tflops.items()})
+
+
+# Dense datasheet peaks (NVIDIA A100 / H100 / V100 / T4 datasheets; H100 sparse figures halved).
+A100 = _gpu("A100-SXM4-80GB", "Ampere", "2039 GB/s", 108, fp32=19.5, tf32=156, fp16=312, bf16=312)
+H100 = _gpu("H100-SXM5-80GB", "Hopper", "3.35 TB/s", 132, fp32=67, tf32=494.5, fp16=989.5, bf16=989.5,
+            fp8=1979)
+V100 = _gpu("V100-SXM2-32GB", "Volta", "900 GB/s", 80, fp32=15.7, fp16=125)
+T4 = _gpu("T4", "Turing", "320 GB/s", 40, fp32=8.1, fp16=65)
+L4 = _gpu("L4", "Ada", "300 GB/s", 58, fp32=30.3, tf32=60, fp16=121, bf16=121, fp8=242.5)
+A10 = _gpu("A10", "Ampere", "600 GB/s", 72, fp32=31.2, tf32=62.5, fp16=125, bf16=125)
+
+
+class FakeCatalog:
+    def __init__(self, *gpus):
+        self.gpus = {g.name: g for g in gpus}
+
+    def gpu(self, name):
+        if name not in self.gpus:
+            raise CatalogError(f"gpu {name!r} is not in the catalog")
+        return self.gpus[name]
+
+
+CATALOG = FakeCatalog(A100, H100, V100, T4, L4, A10)
+
+positive = st.floats(1e-3, 1e18, allow_nan=False, allow_infinity=False)
+fraction = st.floats(0.01, 1.0)
+rate = st.floats(1e9, 1e16)
+launch = st.floats(0.0, 1e-4)
+
+
+# --- roofline_time: physics invariants ---------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(positive, positive, rate, rate, fraction, fraction, launch, st.floats(1.0, 100.0))
+def test_more_peak_or_bandwidth_never_slower(flops, nbytes, peak, bandwidth, eta_c, eta_m, overhead, factor):
+    base = compute.roofline_time(flops, nbytes, peak, bandwidth, eta_c, eta_m, overhead)
+    assert compute.roofline_time(flops, nbytes, peak * factor, bandwidth, eta_c, eta_m, overhead) <= base
+    assert compute.roofline_time(flops, nbytes, peak, bandwidth * factor, eta_c, eta_m, overhead) <= base
+    assert math.isfinite(base) and base > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(positive, positive, rate, rate, fraction, fraction, launch)
+def test_attained_flops_never_exceeds_peak(flops, nbytes, peak, bandwidth, eta_c, eta_m, overhead):
+    time = compute.roofline_time(flops, nbytes, peak, bandwidth, eta_c, eta_m, overhead)
+    assert compute.attained_flops(flops, time) <= peak * eta_c * (1 + 1e-12)
+
+
+def test_roofline_picks_the_slower_term_and_adds_launch():
+    # 1 TFLOP at 100 TFLOP/s x 0.5 = 20 ms; 1 GB at 1 TB/s x 0.5 = 2 ms; + 5 us launch
+    assert compute.roofline_time(1e12, 1e9, 100e12, 1e12, 0.5, 0.5, 5e-6) == pytest.approx(0.020005)
+    assert compute.roofline_time(1e9, 1e12, 100e12, 1e12, 0.5, 0.5, 0.0) == pytest.approx(2.0)
+
+
+def test_ridge_point_of_h100_bf16():
+    # 989.5 TFLOP/s over 3.35 TB/s: about 295 FLOP per byte
+    assert compute.ridge_point(989.5e12, 3.35e12) == pytest.approx(295.4, rel=1e-3)
+    assert compute.ridge_points(A100) == pytest.approx(
+        {"fp32": 19.5e12 / 2039e9, "tf32": 156e12 / 2039e9, "fp16": 312e12 / 2039e9, "bf16": 312e12 / 2039e9})
+    assert compute.arithmetic_intensity(2.0 * 4096**3, 3 * 4096**2 * 2) == pytest.approx(4096 / 3)
+
+
+# --- GEMM shape efficiency ---------------------------------------------------------------------
+
+def test_wave_quantization_hand_computed():
+    # 1024 x 1024 in 128 x 128 tiles = 64 tiles on 132 SMs: one wave, 64 of 132 slots busy
+    assert compute.wave_quantization(1024, 1024, 132, 128, 128) == pytest.approx(64 / 132)
+    # 133 tiles need two waves on 132 SMs
+    assert compute.wave_quantization(133 * 128, 128, 132, 128, 128) == pytest.approx(133 / 264)
+    assert compute.wave_quantization(128, 128, 132, 128, 128, batch=264) == pytest.approx(1.0)
+    assert compute.tile_padding(129, 128) == pytest.approx(129 / 256)
+
+
+dims = st.integers(1, 100_000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(dims, dims, dims, st.integers(1, 200), st.floats(0.05, 1.0), st.sampled_from([64.0, 128.0, 256.0]),
+       st.floats(0.0, 1024.0), st.integers(1, 64))
+def test_matmul_efficiency_bounded(m, n, k, sms, eta_max, tile, k0, batch):
+    eta = compute.matmul_efficiency(m, n, k, sms, eta_max, tile, k0, batch=batch)
+    assert 0 < eta <= eta_max * (1 + 1e-12)
+
+
+def test_matmul_efficiency_falls_for_small_and_odd_shapes():
+    big = compute.matmul_efficiency(8192, 8192, 8192, 132, 0.8)
+    assert compute.matmul_efficiency(1024, 1024, 1024, 132, 0.8) < 0.6 * big  # one part-filled wave
+    # tile padding: 1 extra row costs a whole row of tiles (SM count unknown: no wave effect)
+    assert (compute.matmul_efficiency(8193, 8192, 8192, None, 0.8)
+            < 0.99 * compute.matmul_efficiency(8192, 8192, 8192, None, 0.8))
+    assert compute.matmul_efficiency(8192, 8192, 64, 132, 0.8) < 0.5 * big  # small k
+    assert compute.matmul_efficiency(8192, 8192, 8192, None, 0.8) >= big  # SM count unknown: no waves
+    # efficiency = useful work / SM slots launched: one extra row fills the same 32 waves a bit more
+    assert compute.matmul_efficiency(8193, 8192, 8192, 132, 0.8) == pytest.approx(
+        0.8 * 8193 * 8192 / (32 * 132 * 128**2) * 8192 / (8192 + 128))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(dims, dims, dims, st.floats(1e3, 1e12)), min_size=1, max_size=8))
+def test_array_call_equals_scalar_calls(shapes):
+    m, n, k, nbytes = (np.array(column, dtype=float) for column in zip(*shapes))
+    eta = compute.matmul_efficiency(m, n, k, 108, 0.83)
+    times = compute.roofline_time(compute.gemm_flops(m, n, k), nbytes, 312e12, 2e12, eta, 0.78, 2e-6)
+    for i in range(len(m)):
+        eta_i = compute.matmul_efficiency(m[i], n[i], k[i], 108, 0.83)
+        assert eta[i] == pytest.approx(float(eta_i), rel=1e-12)
+        time_i = compute.roofline_time(compute.gemm_flops(m[i], n[i], k[i]), nbytes[i], 312e12, 2e12, eta_i,
+                                       0.78, 2e-6)
+        assert times[i] == pytest.approx(float(time_i), rel=1e-12)
+
+
+def test_matmul_efficiency_rejects_non_positive_sizes():
+    with pytest.raises(ValueError, match="k must be positive"):
+        compute.matmul_efficiency(128, 128, 0, 108, 0.8)
+
+
+# --- predictors against published measurements -------------------------------------------------
+# Rows copied from the project's dev kernel measurements, with their sources:
+#  K0001: stas00/ml-engineering compute/accelerator/README.md @ 744d01e, 'Maximum Achievable Matmul
+#         FLOPS comparison table' -- A100 SXM, bf16, best shape 1024x10240x5120, 271.2 TFLOP/s
+#  K0004: same table -- H100 SXM, bf16, best shape 2048x2048x13312, 794.5 TFLOP/s
+#  K0030: zzc0721/torch-performance-test-data issue #79 -- H100 SXM bf16 2048^3, 676.59 TFLOP/s
+#  K0026: same issue -- H100 SXM fp16 4096^3, 760.04 TFLOP/s
+#  K0027: same issue -- H100 SXM fp16 8192^3, 736.19 TFLOP/s
+#  K0088 / K0096: chsasank/device-benchmarks README.md @ 7ccc883 -- device copy of ~3.8e8 bytes,
+#         read + write: L4 235 GB/s, A10 469 GB/s
+LARGE_GEMMS = pd.DataFrame([
+    ("K0001", "gemm", "A100-SXM4-80GB", 1024, 10240, 5120, "bf16", "tflops", 271.2),
+    ("K0004", "gemm", "H100-SXM5-80GB", 2048, 2048, 13312, "bf16", "tflops", 794.5),
+    ("K0030", "gemm", "H100-SXM5-80GB", 2048, 2048, 2048, "bf16", "tflops", 676.59),
+    ("K0026", "gemm", "H100-SXM5-80GB", 4096, 4096, 4096, "fp16", "tflops", 760.04),
+    ("K0027", "gemm", "H100-SXM5-80GB", 8192, 8192, 8192, "fp16", "tflops", 736.19),
+], columns=["id", "kind", "gpu", "m", "n", "k", "dtype", "metric", "value"])
+
+
+def test_large_gemms_within_ten_percent_of_measurements():
+    predicted = predict_gemm(LARGE_GEMMS, CATALOG, DEFAULTS)
+    assert predicted["reason"].isna().all()
+    error = (predicted["predicted"] - LARGE_GEMMS["value"]).abs() / LARGE_GEMMS["value"]
+    assert (error < 0.10).all(), dict(zip(LARGE_GEMMS["id"], error))
+
+
+def test_gemm_time_metric_matches_tflops_metric():
+    rows = pd.concat([LARGE_GEMMS.iloc[:1], LARGE_GEMMS.iloc[:1].assign(metric="time_us")], ignore_index=True)
+    tflops, time_us = predict_gemm(rows, CATALOG, DEFAULTS)["predicted"]
+    assert time_us == pytest.approx(2 * 1024 * 10240 * 5120 / (tflops * 1e12) * 1e6)
+
+
+def test_memcpy_close_to_measurements_and_below_datasheet():
+    rows = pd.DataFrame({"id": ["K0088", "K0096"], "kind": "memcpy", "gpu": ["L4", "A10"],
+                         "bytes": 379625060, "metric": "GBps", "value": [235.0, 469.0]})
+    predicted = predict_memcpy(rows, CATALOG, DEFAULTS)["predicted"]
+    assert ((predicted - rows["value"]).abs() / rows["value"] < 0.05).all()
+    assert (predicted < np.array([300.0, 600.0])).all()  # never above the datasheet HBM bandwidth
+
+
+def test_predictors_give_reasons_not_numbers():
+    rows = pd.DataFrame([
+        ("X1", "gemm", "NoSuchGPU", 1024, 1024, 1024, "bf16", "tflops", 1.0),
+        ("X2", "gemm", "T4", 1024, 1024, 1024, "bf16", "tflops", 1.0),
+        ("X3", "gemm", "A100-SXM4-80GB", 1024, 1024, 1024, "fp8", "tflops", 1.0),
+        ("X4", "gemm", "A100-SXM4-80GB", 1024, None, 1024, "bf16", "tflops", 1.0),
+        ("X5", "gemm", "A100-SXM4-80GB", 1024, 1024, 1024, "int4", "tflops", 1.0),
+    ], columns=["id", "kind", "gpu", "m", "n", "k", "dtype", "metric", "value"])
+    out = predict_gemm(rows, CATALOG, DEFAULTS)
+    assert out["predicted"].isna().all()
+    reasons = out["reason"].tolist()
+    assert "NoSuchGPU" in reasons[0]
+    assert "bf16" in reasons[1] and "T4" in reasons[1]
+    assert "fp8" in reasons[2] and "A100" in reasons[2]
+    assert "'n'" in reasons[3]
+    assert "int4" in reasons[4] and "bf16" in reasons[4]
+    memcpy = predict_memcpy(pd.DataFrame({"id": ["Y"], "kind": "memcpy", "gpu": ["H100-SXM5-80GB"],
+                                          "bytes": [None], "metric": ["GBps"], "value": [1.0]}), CATALOG, DEFAULTS)
+    assert "'bytes'" in memcpy["reason"].iloc[0]
+
+
+# --- op_times over an OpTable ------------------------------------------------------------------
+
+def _table(micro_batch):
+    """A hand-built transformer-like layer: qkv matmul, flash attention, an fp32 norm, a GeLU."""
+    b = np.asarray(micro_batch, dtype=float)
+    s, h, heads = 2048.0, 4096.0, 32
+    ones = np.ones_like(b)
+    tokens = b * s
+    rows = {
+        #            kind         m          n          k          batch        flops                        bytes
+        "qkv": ("matmul", tokens, 3 * h * ones, h * ones, ones, 2 * tokens * 3 * h * h, 2 * (tokens * h + 3 * h * h + tokens * 3 * h)),
+        "attn": ("attention", s * ones, s * ones, h / heads * ones, b * heads, 4 * b * s * s * h, 2 * 4 * tokens * h),
+        "ln": ("norm", 0 * ones, 0 * ones, 0 * ones, ones, 5 * tokens * h, 4 * 2 * tokens * h),
+        "gelu": ("elementwise", 0 * ones, 0 * ones, 0 * ones, ones, 8 * tokens * h, 2 * 2 * tokens * h),
+    }
+    names = list(rows)
+    column = lambda i: np.stack([np.broadcast_to(rows[n][i], b.shape).astype(float) for n in names])  # noqa: E731
+    zeros = np.zeros((len(names), *b.shape))
+    return OpTable(name=names, kind=[rows[n][0] for n in names], placement=["layer"] * 4,
+                   repeat=np.ones(4), fp32=np.array([False, False, True, False]),
+                   m=column(1), n=column(2), k=column(3), batch_gemms=column(4), flops=column(5),
+                   bytes=column(6), params=zeros, saved_bytes=zeros, plan_shape=b.shape)
+
+
+def test_op_times_shapes_and_vectorization():
+    batches = np.array([1, 2, 4])
+    forward, backward = compute.op_times(_table(batches), H100, "bf16", DEFAULTS)
+    assert forward.shape == backward.shape == (4, 3)
+    for j, b in enumerate(batches):
+        f, bw = compute.op_times(_table(int(b)), H100, "bf16", DEFAULTS)
+        np.testing.assert_allclose(forward[:, j], f, rtol=1e-12)
+        np.testing.assert_allclose(backward[:, j], bw, rtol=1e-12)
+    assert np.all(np.isfinite(forward)) and np.all(forward > 0)
+    assert np.all(backward > forward)  # backward does 2-2.5x the FLOPs and 2x the bytes
+
+
+def test_op_times_uses_the_precision_of_each_op():
+    table = _table(4)
+    bf16, _ = compute.op_times(table, H100, "bf16", DEFAULTS)
+    fp8, _ = compute.op_times(table, H100, "fp8", DEFAULTS)
+    fp32, _ = compute.op_times(table, H100, "fp32", DEFAULTS)
+    assert fp8[0] < bf16[0]  # matmul in FP8
+    assert fp8[1] == pytest.approx(bf16[1])  # attention stays in BF16 under FP8 training
+    assert fp32[0] > 10 * bf16[0]  # FP32 matmul on CUDA cores (67 vs 989.5 TFLOP/s)
+    # flash attention: its 4 x 32 heads x 16 query blocks = 2048 thread blocks fill 16 waves of 132 SMs
+    eta = PARAMETERS["attention_efficiency"].default * 2048 / (16 * 132)
+    launch = PARAMETERS["kernel_launch_overhead"].default
+    assert bf16[1] - launch == pytest.approx(table.flops[1] / (989.5e12 * eta))
+    # memory-bound ops: the bytes term, independent of the tensor precision
+    assert bf16[2] - launch == pytest.approx(table.bytes[2] / (3.35e12 * PARAMETERS["memory_efficiency"].default))
+
+
+def test_roofline_points_places_ops():
+    class Workload:
+        def ops(self, micro_batch, precision="bf16"):
+            return _table(micro_batch)
+
+    points = compute.roofline_points(Workload(), H100, "bf16", DEFAULTS, micro_batch=4)
+    assert list(points.columns) == ["op", "kind", "flops", "bytes", "intensity", "attained_flops", "time_s", "bound"]
+    bound = dict(zip(points["op"], points["bound"]))
+    assert bound == {"qkv": "compute", "attn": "compute", "ln": "memory", "gelu": "memory"}
+    assert (points["attained_flops"] <= 989.5e12).all()
+    with pytest.raises(ValueError, match="micro_batch"):
+        compute.roofline_points(Workload(), H100, "bf16", DEFAULTS, micro_batch=0)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu, precision, words", [
+    (A100, "fp8", ["fp8", "A100-SXM4-80GB", "allowed"]),
+    (V100, "bf16", ["bf16", "V100-SXM2-32GB", "fp16"]),
+    (T4, "bf16", ["bf16", "T4"]),
+    (H100, "fp4", ["fp4", "allowed", "bf16"]),
+    (H100, "int8", ["int8", "allowed", "fp8"]),
+])
+def test_precision_errors_are_clear(gpu, precision, words):
+    with pytest.raises(ValueError) as error:
+        compute.op_times(_table(1), gpu, precision, DEFAULTS)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_parameters_are_documented():
+    for name in ("matmul_efficiency", "matmul_tile", "matmul_k_overhead", "attention_efficiency",
+                 "conv_efficiency", "memory_efficiency", "kernel_launch_overhead"):
+        parameter = PARAMETERS[name]
+        assert parameter.source and parameter.unit and parameter.description
+    assert PARAMETERS["matmul_efficiency"].per == "architecture"
+
+
+# --- CLI and figure ----------------------------------------------------------------------------
+
+@pytest.fixture
+def zoo_model():
+    workloads = pytest.importorskip("perfmodel.workloads")
+    if not hasattr(workloads, "get_workload"):
+        pytest.skip("workload zoo not available")
+    return "gpt3-1.3b" if "gpt3-1.3b" in getattr(workloads, "ZOO_NAMES", []) else "bert-base"
+
+
+def _roofline_cli(argv):
+    """Run the roofline subcommand alone (its parser and handler, not the other commands)."""
+    import argparse
+
+    from perfmodel.cli import roofline as command
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    args = parser.parse_args(["roofline", *argv])
+    return args.func(args)
+
+
+def test_cli_roofline_json(zoo_model, capsys, tmp_path):
+    png = tmp_path / "roofline.png"
+    assert _roofline_cli(["--gpu", "H100-SXM5-80GB", "--model", zoo_model, "--json", "-o", str(png)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ridge_points_flop_per_byte"]["bf16"] == pytest.approx(989.5e12 / 3.35e12, rel=0.01)
+    kinds = {op["kind"]: op["bound"] for op in out["ops"]}
+    assert kinds["matmul"] == "compute" or any(op["bound"] == "compute" for op in out["ops"])
+    assert all(op["attained_flops"] <= 989.5e12 * 1.001 for op in out["ops"] if op["attained_flops"])
+    assert set(out["memory_bound"]) >= {op["op"] for op in out["ops"] if op["kind"] == "elementwise"}
+    assert png.stat().st_size > 10_000
+
+
+def test_cli_roofline_table_and_bad_precision(zoo_model, capsys):
+    assert _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", zoo_model]) == 0
+    out = capsys.readouterr().out
+    assert "ridge points" in out and "memory-bound:" in out
+    with pytest.raises(ValueError, match="fp8.*A100-SXM4-80GB"):
+        _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", zoo_model, "--precision", "fp8"])
+
+
+def test_roofline_figure_has_labelled_axes():
+    class Workload:
+        def ops(self, micro_batch, precision="bf16"):
+            return _table(micro_batch)
+
+    from perfmodel.plots.roofline import roofline
+
+    points = compute.roofline_points(Workload(), A100, "bf16", DEFAULTS, micro_batch=2)
+    figure = roofline(A100, points, ["fp32", "bf16"])
+    axes = figure.axes[0]
+    assert "FLOP/byte" in axes.get_xlabel() and "TFLOP/s" in axes.get_ylabel()
+    assert axes.get_xscale() == "log" and len(axes.lines) == 2
+
+
+def test_zoo_op_times_array_equals_scalar(zoo_model):
+    from perfmodel.workloads import get_workload
+
+    workload = get_workload(zoo_model)
+    micro_batch, tp = np.array([[1], [2], [8]]), np.array([[1, 2, 4]])
+    forward, backward = compute.op_times(workload.ops(micro_batch, tp), A100, "bf16", DEFAULTS)
+    assert forward.shape == (len(workload.ops(1)), 3, 3)
+    for i, b in enumerate(micro_batch[:, 0]):
+        for j, t in enumerate(tp[0]):
+            f, bw = compute.op_times(workload.ops(int(b), int(t)), A100, "bf16", DEFAULTS)
+            np.testing.assert_allclose(forward[:, i, j], f, rtol=1e-12)
+            np.testing.assert_allclose(backward[:, i, j], bw, rtol=1e-12)
+    # more micro-batch never makes a step's compute cheaper
+    assert np.all(np.diff(forward.sum(axis=0), axis=0) >= 0)
