@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from perfmodel.hardware.specs import GPU, Cluster, Instance, Link, Node, parse_inter
 
@@ -165,6 +165,16 @@ class Catalog:
                        fabric=fabric, nics_per_node=nics, nic=nic)
 
 
+def catalog_schema() -> dict[str, Any]:
+    """JSON Schema of a catalog file: an object with optional lists ``gpus``, ``links``, ``nodes``, ``instances``."""
+    fields = {section: (list[model], Field(default_factory=list)) for section, model in SECTIONS.items()}
+    model = create_model("CatalogFile", __config__=ConfigDict(extra="forbid"), **fields)
+    schema = model.model_json_schema()
+    schema["description"] = ("perfmodel hardware catalog file (YAML or JSON). Quantities are SI numbers or strings "
+                             "with a unit ('80 GB', '3.35 TB/s', '200 Gb/s', '989 TFLOP/s', '700 W').")
+    return schema
+
+
 def _read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -202,7 +212,8 @@ def _parse_file(path: str | Path) -> dict[str, dict[str, BaseModel]]:
                 problems.append(format_validation_error(error, where))
                 continue
             if key in parsed[section]:
-                problems.append(f"{where}: duplicate name {key!r} in {section}")
+                problems.append(f"{where}: field 'name' = {spec.name!r}: duplicate name {key!r} in {section}; "
+                                f"names must be unique within a file")
                 continue
             parsed[section][key] = spec
     if problems:
@@ -210,7 +221,8 @@ def _parse_file(path: str | Path) -> dict[str, dict[str, BaseModel]]:
     return parsed
 
 
-def _check_references(catalog: Catalog) -> None:
+def _check_references(catalog: Catalog, origin: dict[tuple[str, str], str]) -> None:
+    """Every node/instance names a GPU and links that exist; errors name the file that defined the entry."""
     problems = []
     for section in ("nodes", "instances"):
         for key, node in getattr(catalog, section).items():
@@ -221,7 +233,7 @@ def _check_references(catalog: Catalog) -> None:
                 try:
                     lookup(name)
                 except CatalogError as error:
-                    problems.append(f"{section} {key}: field '{field}': {error}")
+                    problems.append(f"{origin[section, key]}: {section} ({key}): field '{field}' = {name!r}: {error}")
     if problems:
         raise CatalogError("\n".join(problems))
 
@@ -233,9 +245,11 @@ def load_catalog(*extra_files: str | Path, include_env: bool = True) -> Catalog:
         files += [p for p in os.environ["PERFMODEL_CATALOG"].split(os.pathsep) if p]
     files += list(extra_files)
     merged: dict[str, dict[str, BaseModel]] = {section: {} for section in SECTIONS}
+    origin: dict[tuple[str, str], str] = {}
     for path in files:
         for section, entries in _parse_file(path).items():
             merged[section].update(entries)
+            origin.update({(section, key): str(path) for key in entries})
     catalog = Catalog(merged, [str(f) for f in files])
-    _check_references(catalog)
+    _check_references(catalog, origin)
     return catalog

@@ -12,9 +12,9 @@ import datetime as dt
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from perfmodel.units import parse_quantity
+from perfmodel.units import DIMENSIONS, parse_quantity
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric")
@@ -29,11 +29,18 @@ def _quantity(dimension: str):
     return BeforeValidator(parse)
 
 
-Bytes = Annotated[float, _quantity("bytes"), Field(gt=0)]
-Bandwidth = Annotated[float, _quantity("bandwidth"), Field(gt=0)]
-FlopRate = Annotated[float, _quantity("flop_rate"), Field(gt=0)]
-Power = Annotated[float, _quantity("power"), Field(gt=0)]
-Seconds = Annotated[float, _quantity("time"), Field(ge=0)]
+def _schema(dimension: str, minimum: str = "exclusiveMinimum"):
+    """JSON Schema of a quantity: an SI number, or a string with a unit (``"80 GB"``)."""
+    return WithJsonSchema({"anyOf": [{"type": "number", minimum: 0}, {"type": "string"}],
+                           "description": f"SI number or {DIMENSIONS[dimension]}"})
+
+
+Bytes = Annotated[float, _quantity("bytes"), Field(gt=0), _schema("bytes")]
+Bandwidth = Annotated[float, _quantity("bandwidth"), Field(gt=0), _schema("bandwidth")]
+FlopRate = Annotated[float, _quantity("flop_rate"), Field(gt=0), _schema("flop_rate")]
+Power = Annotated[float, _quantity("power"), Field(gt=0), _schema("power")]
+Seconds = Annotated[float, _quantity("time"), Field(ge=0), _schema("time", "minimum")]
+Hertz = Annotated[float, _quantity("frequency"), Field(gt=0), _schema("frequency")]
 
 
 class Spec(BaseModel):
@@ -72,8 +79,8 @@ class GPU(Spec):
     peak_flops: PeakFlops
     sm_count: int | None = Field(None, gt=0)
     l2_cache: Bytes | None = None
-    boost_clock_hz: Annotated[float, _quantity("frequency"), Field(gt=0)] | None = None
-    tdp: Power
+    boost_clock_hz: Hertz | None = None
+    tdp: Power | None = Field(..., description="board power limit in W; null = not found (must be given)")
     idle_power: Power | None = Field(None, description="measured idle draw; null = not found")
     nvlink_generation: int | None = Field(None, ge=1, le=6)
     nvlink_bandwidth_per_direction: Bandwidth | None = None
