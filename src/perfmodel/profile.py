@@ -36,10 +36,17 @@ class Parameter:
     source: str
     per: str | None = None  # None | "architecture" | "link_kind"
     prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
+    group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
 
     def __post_init__(self):
-        if not self.low <= self.default <= self.high:
-            raise ValueError(f"parameter {self.name}: default {self.default} outside [{self.low}, {self.high}]")
+        for group, value in (("", self.default), *self.group_defaults):
+            if not self.low <= value <= self.high:
+                raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
+                                 f"outside [{self.low}, {self.high}]")
+
+    def default_for(self, group: str | None = None) -> float:
+        """The default for ``group`` (its own default when the physics differs by group), else ``default``."""
+        return dict(self.group_defaults).get(group, self.default) if group is not None else self.default
 
 
 PARAMETERS: dict[str, Parameter] = {}
@@ -87,12 +94,13 @@ class CalibrationProfile(BaseModel):
                     f"profile value {key} = {value} outside the allowed [{parameter.low}, {parameter.high}]")
 
     def get(self, name: str, group: str | None = None) -> float:
-        """Value of ``name`` for ``group``: ``name[group]``, else ``name``, else the default."""
+        """Value of ``name`` for ``group``: ``name[group]``, else ``name``, else the group's default,
+        else the default."""
         if name not in PARAMETERS:
             raise KeyError(f"unknown efficiency parameter {name!r}; known: {', '.join(sorted(PARAMETERS))}")
         if group is not None and f"{name}[{group}]" in self.values:
             return self.values[f"{name}[{group}]"]
-        return self.values.get(name, PARAMETERS[name].default)
+        return self.values.get(name, PARAMETERS[name].default_for(group))
 
     def with_values(self, **values: float) -> "CalibrationProfile":
         """A copy with some values replaced (keys as in ``values``; use dict-unpacking for [group])."""

@@ -1,0 +1,71 @@
+"""Predictor for ``collective`` rows (nccl-tests measurements): time_us, algbw_GBps, busbw_GBps.
+
+The cluster comes from the row's gpu, num_gpus, gpus_per_node, intra and inter through
+``Catalog.cluster``; the group is every GPU of the row.  Algorithms ring, tree, nvls and auto are
+modelled (:mod:`perfmodel.models.comm`); NCCL's CollNet (IB SHARP) and NVLSTree are not, and say so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.calibration.validate import register_predictor
+from perfmodel.hardware.catalog import Catalog
+from perfmodel.models import comm
+from perfmodel.profile import CalibrationProfile
+
+METRICS = ("time_us", "algbw_GBps", "busbw_GBps")
+ROW_ALGORITHMS = ("ring", "tree", "nvls", "auto")
+KEYS = ["gpu", "num_gpus", "gpus_per_node", "intra", "inter", "collective", "algorithm"]
+
+
+def _text(value) -> str | None:
+    return None if pd.isna(value) or str(value).strip() == "" else str(value).strip()
+
+
+def _whole(value, column: str) -> int:
+    number = pd.to_numeric(value, errors="coerce")
+    if not np.isfinite(number) or number < 1 or number != round(number):
+        raise ValueError(f"column {column!r} must be a whole number >= 1, got {value!r}")
+    return int(number)
+
+
+def _predict_group(key: tuple, rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> np.ndarray:
+    gpu, num_gpus, gpus_per_node, intra, inter, collective, algorithm = key
+    if algorithm not in ROW_ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r} is not modelled (modelled: {', '.join(ROW_ALGORITHMS)})")
+    if collective not in comm.COLLECTIVES:
+        raise ValueError(f"collective {collective!r} is unknown; allowed: {', '.join(comm.COLLECTIVES)}")
+    total, per_node = _whole(num_gpus, "num_gpus"), _whole(gpus_per_node, "gpus_per_node")
+    if total > per_node and inter is None:
+        raise ValueError("the run spans nodes but 'inter' (the network) is not stated")
+    cluster = catalog.cluster(gpu=gpu, num_gpus=total, gpus_per_node=per_node, intra=intra, inter=inter)
+    sizes = pd.to_numeric(rows["message_bytes"], errors="coerce").to_numpy(dtype=float)
+    if np.any(~np.isfinite(sizes) | (sizes <= 0)):
+        raise ValueError("column 'message_bytes' must be a positive number of bytes")
+    time = comm.cluster_collective_time(cluster, profile, collective, sizes, algorithm=algorithm)
+    metric = rows["metric"].to_numpy()
+    unknown = sorted(set(metric) - set(METRICS))
+    if unknown:
+        raise ValueError(f"metric {unknown[0]!r} is not a collective metric ({', '.join(METRICS)})")
+    return np.select([metric == "time_us", metric == "algbw_GBps"],
+                     [time * 1e6, comm.algbw(sizes, time) / 1e9],
+                     comm.busbw(collective, sizes, time, total) / 1e9)
+
+
+@register_predictor("collective")
+def predict_collective(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
+    """Predicted time_us / algbw_GBps / busbw_GBps per row, or the reason it cannot be predicted."""
+    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
+    out["reason"] = out["reason"].astype(object)
+    keys = pd.DataFrame({column: rows.get(column, pd.Series(None, index=rows.index)).map(_text)
+                         for column in KEYS}, index=rows.index)
+    keys["algorithm"] = keys["algorithm"].fillna("auto")
+    for key, index in keys.groupby(KEYS, dropna=False, sort=False).groups.items():
+        key = tuple(None if isinstance(k, float) and np.isnan(k) else k for k in key)
+        try:
+            out.loc[index, "predicted"] = _predict_group(key, rows.loc[index], catalog, profile)
+        except ValueError as error:  # CatalogError is a ValueError
+            out.loc[index, "reason"] = str(error).splitlines()[0]
+    return out
