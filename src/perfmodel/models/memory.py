@@ -1,0 +1,467 @@
+"""GPU memory per device: model state, activations, buffers; does a plan fit?
+
+Pure functions over floats or numpy arrays that broadcast (strings such as ``precision`` are
+one value), plus :func:`plan_memory`, which assembles them for a workload and a scenario plan.
+
+Sources:
+* Model state: Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+  Parameter Models", Sec. 3.1 and Fig. 1 (mixed-precision Adam: 2 + 2 + 12 = 16 bytes/param;
+  ZeRO stage 1 / 2 / 3 shards optimizer state / + gradients / + weights over the data-parallel
+  group).
+* Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models", Sec. 4 and Table 2 (per layer, 16-bit activations, 1-byte dropout masks), Sec. 4.2.3
+  (pipeline in-flight micro-batches), Sec. 4.3 (embedding dropout, output layer, loss).
+* Recomputation strategies: :mod:`perfmodel.models.recompute`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.models import recompute as rc
+from perfmodel.profile import Parameter, register
+from perfmodel.units import format_quantity
+
+__all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per_param",
+           "model_state_bytes", "activation_bytes_per_value", "transformer_layer_activation_bytes",
+           "transformer_activation_bytes", "transformer_recompute_working_bytes",
+           "pipeline_inflight_microbatches", "embedding_dropout_bytes", "output_layer_bytes",
+           "cnn_activation_bytes", "cnn_sqrt_activation_bytes", "gpu_capacity_bytes",
+           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_settings", "plan_memory"]
+
+MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
+FULL_PRECISIONS = ("fp32", "tf32")
+OPTIMIZERS = ("adam", "sgd")
+
+register(
+    Parameter(
+        name="framework_memory_bytes", default=1e9, low=2e8, high=5e9, unit="bytes",
+        description="per-GPU memory outside the tensors: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers",
+        source="CUDA context alone measured at 723 MiB and ~800 MB on the first CUDA call "
+               "(discuss.pytorch.org/t/73021 and /t/81330, PyTorch 1.4-1.5); rounded up to 1 GB for "
+               "library workspaces and NCCL communicator buffers; a prior for calibration"),
+    Parameter(
+        name="allocator_fragmentation", default=0.05, low=0.0, high=0.3, unit="fraction",
+        description="memory the caching allocator reserves but cannot hand out, as a fraction of tensor bytes",
+        source="prior, not a measurement: PyTorch's caching allocator rounds blocks up and splits 2 MiB/20 MiB "
+               "segments; Rajbhandari et al. 2020 Sec. 3.2 reports out-of-memory with over 30 % still free "
+               "in extreme cases (the upper bound here); calibrate on measured peaks"),
+    Parameter(
+        name="ddp_bucket_bytes", default=25 * 2**20, low=2**20, high=2**30, unit="bytes",
+        description="size of one gradient all-reduce bucket; two are counted (one reducing, one filling)",
+        source="PyTorch DistributedDataParallel default bucket_cap_mb=25 (MiB), torch/nn/parallel/distributed.py"),
+)
+
+_STATE = {  # (weights, gradients, optimizer) bytes per parameter
+    ("mixed", "adam"): (2.0, 2.0, 12.0),  # fp32 master + m + v (ZeRO Sec. 3.1)
+    ("mixed", "sgd"): (2.0, 2.0, 8.0),    # fp32 master + momentum
+    ("full", "adam"): (4.0, 4.0, 8.0),    # m + v
+    ("full", "sgd"): (4.0, 4.0, 4.0),     # momentum
+}
+
+
+def _check_nonnegative(name, value):
+    value = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(value)) or np.any(value < 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value.tolist()}")
+    return value
+
+
+def _check_count(name, value, low=1):
+    array = np.asarray(value, dtype=float)
+    if np.any(array < low) or np.any(array != np.floor(array)):
+        raise ValueError(f"{name} must be an integer >= {low}, got {array.tolist()}")
+    return array
+
+
+def _check_divides(name, value, divisor_name, divisor):
+    if np.any(np.asarray(value) % np.asarray(divisor) != 0):
+        raise ValueError(f"{divisor_name}={np.asarray(divisor).tolist()} does not divide "
+                         f"{name}={np.asarray(value).tolist()}; choose {divisor_name} dividing {name}")
+
+
+def state_bytes_per_param(precision: str = "bf16", optimizer: str = "adam") -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per parameter.
+
+    Mixed precision (fp16/bf16) with Adam: 2 + 2 + 12 = 16 (Rajbhandari et al. 2020, Sec. 3.1);
+    with SGD + momentum 2 + 2 + 8 (fp32 master + momentum).  fp32/tf32 training: Adam 4 + 4 + 8,
+    SGD 4 + 4 + 4.  fp8 training (Transformer Engine) keeps bf16 weights and fp32 master/optimizer
+    state, so it is counted as bf16 mixed precision (its transient fp8 weight copies are ignored).
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer {optimizer!r} is unknown; allowed: {', '.join(OPTIMIZERS)}")
+    if precision in MIXED_PRECISIONS:
+        return _STATE[("mixed", optimizer)]
+    if precision in FULL_PRECISIONS:
+        return _STATE[("full", optimizer)]
+    raise ValueError(f"precision {precision!r} is unknown; allowed: "
+                     f"{', '.join(MIXED_PRECISIONS + FULL_PRECISIONS)}")
+
+
+def model_state_bytes(params, dp=1, zero=0, precision="bf16", optimizer="adam") -> dict:
+    """Weights, gradients and optimizer state per GPU, in bytes.
+
+    ``params`` are the parameters this GPU holds after tensor/pipeline parallelism.  ZeRO stage
+    1 divides the optimizer state by ``dp``, stage 2 also the gradients, stage 3 also the weights
+    (Rajbhandari et al. 2020, Fig. 1: 7.5B parameters on 64 GPUs, 120 GB -> 31.4 / 16.6 / 1.9 GB).
+    """
+    params = _check_nonnegative("params", params)
+    dp = _check_count("dp", dp)
+    zero = np.asarray(zero)
+    if np.any(~np.isin(zero, (0, 1, 2, 3))):
+        raise ValueError(f"zero stage must be 0, 1, 2 or 3, got {zero.tolist()}")
+    weights, gradients, optimizer_state = state_bytes_per_param(precision, optimizer)
+    return {
+        "weights": params * weights / np.where(zero >= 3, dp, 1.0),
+        "gradients": params * gradients / np.where(zero >= 2, dp, 1.0),
+        "optimizer": params * optimizer_state / np.where(zero >= 1, dp, 1.0),
+    }
+
+
+def activation_bytes_per_value(precision: str) -> float:
+    """Bytes per stored activation value: 2 for fp16/bf16 (and fp8 training, whose saved
+    activations are mostly bf16), 4 for fp32/tf32."""
+    if precision in MIXED_PRECISIONS:
+        return 2.0
+    if precision in FULL_PRECISIONS:
+        return 4.0
+    raise ValueError(f"precision {precision!r} is unknown; allowed: {', '.join(MIXED_PRECISIONS + FULL_PRECISIONS)}")
+
+
+def transformer_layer_activation_bytes(seq_len, micro_batch, hidden, heads, tp=1, cp=1,
+                                       sequence_parallel=False, flash_attention=False,
+                                       bytes_per_value=2.0) -> dict:
+    """Activation bytes of ONE transformer layer for one micro-batch, per GPU.
+
+    Korthikanti et al. 2022, Sec. 4.1-4.2 and Table 2 (s = sequence, b = micro-batch,
+    h = hidden, a = heads, t = tensor parallel):
+
+    * ``layer`` (no recomputation): ``s*b*h*(10/t_sp + 24/t + 5*a*s/(h*t))`` where ``t_sp = t``
+      with sequence parallelism and 1 without.  That is ``sbh(34 + 5as/h)`` with no parallelism,
+      ``sbh(10 + 24/t + 5as/(ht))`` with TP, ``sbh/t (34 + 5as/h)`` with TP + SP.  The 10
+      ``sbh`` are the layer norms and dropouts that plain TP replicates; the 24 the sharded
+      GEMM inputs; ``5as^2b`` the score matrix, softmax output and dropout mask and output.
+    * ``selective``: the ``5as/h`` term dropped (attention core recomputed, Sec. 4.2):
+      ``sbh(10 + 24/t)``, ``34 sbh/t`` with SP.  Flash attention never stores the score matrix,
+      so with ``flash_attention`` ``layer`` equals ``selective`` (its log-sum-exp, 4 bytes per
+      head and token, is neglected).
+    * ``input``: what a fully recomputed layer keeps, its input ``2sbh`` (``/t`` with SP).
+
+    Context parallelism ``cp`` splits the sequence: every term is divided by ``cp`` (each GPU
+    holds s/cp queries against all s keys).  Values are for 16-bit activations and scale with
+    ``bytes_per_value / 2`` (dropout masks, 1 byte in the paper, are scaled too).
+    """
+    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
+                        ("heads", heads), ("tp", tp), ("cp", cp)):
+        _check_count(name, value)
+    bytes_per_value = np.asarray(bytes_per_value, dtype=float)
+    if np.any(bytes_per_value <= 0):
+        raise ValueError(f"bytes_per_value must be > 0, got {bytes_per_value.tolist()}")
+    _check_divides("heads", heads, "tp", tp)
+    t = np.asarray(tp, dtype=float)
+    t_sp = np.where(sequence_parallel, t, 1.0)
+    sbh = np.asarray(seq_len, dtype=float) / cp * micro_batch * hidden * bytes_per_value / 2.0
+    scores = np.where(flash_attention, 0.0, 5.0 * heads * seq_len / (hidden * t))
+    selective = sbh * (10.0 / t_sp + 24.0 / t)
+    return {"layer": selective + sbh * scores, "selective": selective, "input": 2.0 * sbh / t_sp}
+
+
+def transformer_activation_bytes(seq_len, micro_batch, hidden, heads, layers, tp=1, cp=1,
+                                 sequence_parallel=False, recompute="none", recompute_every=1,
+                                 flash_attention=False, bytes_per_value=2.0):
+    """Activation bytes one micro-batch keeps over ``layers`` layers, per GPU.
+
+    ``none``, ``selective`` and ``full`` are exactly Korthikanti et al. 2022 Table 2 times
+    ``layers`` (see :func:`transformer_layer_activation_bytes`); ``every_k`` and ``sqrt`` as in
+    :mod:`perfmodel.models.recompute`.  The extra working set of a backward that recomputes is
+    :func:`transformer_recompute_working_bytes`.
+    """
+    per_layer = transformer_layer_activation_bytes(seq_len, micro_batch, hidden, heads, tp, cp,
+                                                   sequence_parallel, flash_attention, bytes_per_value)
+    return rc.kept_bytes(recompute, layers, per_layer["layer"], per_layer["selective"],
+                         per_layer["input"], recompute_every)
+
+
+def transformer_recompute_working_bytes(seq_len, micro_batch, hidden, heads, layers, tp=1, cp=1,
+                                        sequence_parallel=False, recompute="none", recompute_every=1,
+                                        flash_attention=False, bytes_per_value=2.0):
+    """Extra bytes while one micro-batch's backward rematerialises dropped activations
+    (one layer for ``full``, one attention core for ``selective``, one segment for ``sqrt``)."""
+    per_layer = transformer_layer_activation_bytes(seq_len, micro_batch, hidden, heads, tp, cp,
+                                                   sequence_parallel, flash_attention, bytes_per_value)
+    return rc.working_bytes(recompute, layers, per_layer["layer"], per_layer["selective"],
+                            per_layer["input"], recompute_every)
+
+
+def pipeline_inflight_microbatches(pp, num_microbatches, vp=1, stage=0):
+    """Micro-batches whose activations pipeline stage ``stage`` holds at once, counted in units
+    of one stage's layers (``layers / pp``).
+
+    1F1B (PipeDream-Flush; Narayanan et al. 2021 Sec. 2.2.1): stage ``r`` holds
+    ``min(pp - r, m)``, so the first stage holds ``pp``.  Interleaved with ``vp`` model chunks
+    per GPU (Sec. 2.2.2; Megatron-LM schedules.py warm-up ``2(pp - r - 1) + (vp - 1) pp`` chunks,
+    plus the one in flight): ``(2(pp - r - 1) + (vp - 1) pp + 1) / vp``, which for the first stage
+    is ``pp (1 + (pp - 1)/(pp vp))``, Korthikanti et al. 2022 Sec. 4.2.3.  Never more than the
+    ``m`` micro-batches of the step (``num_microbatches`` may be ``inf`` when unknown).
+    """
+    pp = _check_count("pp", pp)
+    vp = _check_count("vp", vp)
+    stage = np.asarray(stage, dtype=float)
+    if np.any(stage < 0) or np.any(stage >= pp):
+        raise ValueError(f"stage must be in [0, pp), got stage={stage.tolist()} with pp={pp.tolist()}")
+    m = np.asarray(num_microbatches, dtype=float)
+    if np.any(m < 1):
+        raise ValueError(f"num_microbatches must be >= 1, got {m.tolist()}")
+    interleaved = (2.0 * (pp - stage - 1.0) + (vp - 1.0) * pp + 1.0) / vp
+    return np.minimum(np.where(vp > 1, interleaved, pp - stage), m)
+
+
+def embedding_dropout_bytes(seq_len, micro_batch, hidden, tp=1, cp=1, sequence_parallel=False):
+    """Input-embedding dropout mask of one micro-batch on the first stage: ``sbh`` bytes (1-byte
+    mask), ``/t`` with sequence parallelism (Korthikanti et al. 2022, Sec. 4.3), ``/cp``."""
+    t_sp = np.where(sequence_parallel, np.asarray(tp, dtype=float), 1.0)
+    return np.asarray(seq_len, dtype=float) / cp * micro_batch * hidden / t_sp
+
+
+def output_layer_bytes(seq_len, micro_batch, hidden, vocab, tp=1, cp=1, sequence_parallel=False,
+                       bytes_per_value=2.0):
+    """Last stage, one micro-batch: final layer-norm input and output-projection input
+    (``2sbh`` each, ``/t`` with SP, at ``bytes_per_value``) plus the logits kept by the
+    cross-entropy loss in fp32, ``4 s b V / t`` (vocab-parallel; Korthikanti et al. 2022 Sec. 4.3:
+    ``4sbh/t (1 + V/h)`` in all with SP).  ``/cp``."""
+    t = np.asarray(tp, dtype=float)
+    t_sp = np.where(sequence_parallel, t, 1.0)
+    sb = np.asarray(seq_len, dtype=float) / cp * micro_batch
+    return 2.0 * sb * hidden * bytes_per_value / t_sp + 4.0 * sb * vocab / t
+
+
+def cnn_activation_bytes(table):
+    """Activations one micro-batch of a CNN keeps: the sum of ``saved_bytes x repeat`` over the
+    op table (per GPU; shape ``table.plan_shape``)."""
+    return table.total("saved_bytes")
+
+
+def cnn_sqrt_activation_bytes(saved_bytes):
+    """Chen et al. 2016 Sec. 4.1 on a chain of ops (axis 0, in execution order): segments of
+    ``g = round(sqrt(n))`` ops keep only their input (taken as the saved bytes of the segment's
+    first op); the backward reruns one segment at a time.  Returns ``(kept, peak)`` per
+    micro-batch: kept between forward and backward, and the peak during the backward,
+    ``max_j (inputs of segments before j + all saved bytes of segment j)``."""
+    saved = np.asarray(saved_bytes, dtype=float)
+    n = saved.shape[0]
+    if n == 0:
+        raise ValueError("cnn_sqrt_activation_bytes needs at least one op")
+    g = max(1, int(round(np.sqrt(n))))
+    starts = np.arange(0, n, g)
+    inputs = saved[starts]
+    segments = np.add.reduceat(saved, starts, axis=0)
+    before = np.cumsum(inputs, axis=0) - inputs
+    return inputs.sum(axis=0), (before + segments).max(axis=0)
+
+
+def gpu_capacity_bytes(memory, mig_slices=1):
+    """Memory one training process can use: the GPU's memory, or its share on a MIG slice
+    (``memory / mig_slices``; NVIDIA MIG user guide: memory is partitioned with the SMs)."""
+    memory = _check_nonnegative("memory", memory)
+    return memory / _check_count("mig_slices", mig_slices)
+
+
+def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf16", optimizer="adam",
+                   logits=0.0, bucket_bytes, framework_bytes, fragmentation) -> dict:
+    """Memory per GPU by component, in bytes, and whether it fits in ``capacity``.
+
+    ``params``: parameters on this GPU after TP/PP; ``activations``: activation bytes with the
+    in-flight micro-batches and recompute working set (see :func:`plan_memory`); ``logits``:
+    output-layer/loss buffers.  ``bucket_bytes``, ``framework_bytes``, ``fragmentation`` are the
+    profile's ``ddp_bucket_bytes``, ``framework_memory_bytes``, ``allocator_fragmentation``.
+
+    Components: weights, gradients, optimizer, activations, logits, comm_buckets (two DDP buckets
+    when ``dp > 1``), framework (CUDA context and workspaces), allocator (fragmentation x all
+    tensor bytes); ``total`` is their sum, ``headroom = capacity - total`` (negative = shortfall),
+    ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
+    reason it does not fit, with numbers.
+    """
+    activations = _check_nonnegative("activations", activations)
+    logits = _check_nonnegative("logits", logits)
+    capacity = _check_nonnegative("capacity", capacity)
+    fragmentation = _check_nonnegative("fragmentation", fragmentation)
+    result = model_state_bytes(params, dp, zero, precision, optimizer)
+    result["activations"] = activations + 0.0
+    result["logits"] = logits + 0.0
+    result["comm_buckets"] = np.where(np.asarray(dp) > 1, 2.0 * bucket_bytes, 0.0)
+    tensors = sum(result.values())
+    result["framework"] = _check_nonnegative("framework_bytes", framework_bytes) + 0.0
+    result["allocator"] = fragmentation * tensors
+    result["total"] = tensors + result["framework"] + result["allocator"]
+    result["capacity"] = capacity + 0.0
+    result["headroom"] = capacity - result["total"]
+    result["fits"] = result["headroom"] >= 0
+    result["reasons"] = memory_reasons(result) if np.ndim(result["total"]) == 0 else None
+    return result
+
+
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "comm_buckets",
+              "framework", "allocator")
+
+
+def memory_reasons(breakdown: dict) -> list[str]:
+    """Why one (scalar) memory breakdown does not fit; empty when it fits."""
+    capacity = float(breakdown["capacity"])
+    total = float(breakdown["total"])
+    if total <= capacity:
+        return []
+
+    def size(value):
+        return format_quantity(float(value), "bytes")
+
+    parts = [f"{name} {size(breakdown[name])}" for name in COMPONENTS if float(breakdown[name]) > 0]
+    reasons = [f"needs {size(total)} per GPU ({' + '.join(parts)}) but the GPU has {size(capacity)}: "
+               f"short by {size(total - capacity)}"]
+    state = sum(float(breakdown[name]) for name in ("weights", "gradients", "optimizer"))
+    if state > capacity:
+        reasons.append(f"model state alone (weights {size(breakdown['weights'])} + gradients "
+                       f"{size(breakdown['gradients'])} + optimizer {size(breakdown['optimizer'])} = "
+                       f"{size(state)}) exceeds the {size(capacity)} per GPU")
+    for name in COMPONENTS:
+        if float(breakdown[name]) > capacity:
+            reasons.append(f"{name} alone ({size(breakdown[name])}) exceeds the {size(capacity)} per GPU")
+    return reasons
+
+
+# --- plan level: a workload and arrays of plans --------------------------------------------------
+
+_PLAN_DEFAULTS = {"precision": "bf16", "tp": 1, "pp": 1, "dp": 1, "cp": 1, "vp": 1, "micro_batch": 1,
+                  "global_batch": None, "recompute": "none", "recompute_every": None, "zero": 0,
+                  "sequence_parallel": False, "flash_attention": True, "optimizer": "adam"}
+
+
+def _plan_dict(plan) -> dict:
+    return dict(plan) if isinstance(plan, dict) else ({} if plan is None else plan.model_dump())
+
+
+def plan_settings(workload, plan) -> dict:
+    """One plan's settings with defaults filled in (a ``perfmodel.scenario.Plan``, a dict or
+    ``None``), checked against the workload: heads divisible by tp, layers by pp x vp, seq_len
+    by cp; CNNs take data parallelism only.  Defaults: bf16, Adam, every degree 1, ZeRO 0, no
+    recomputation, no sequence parallelism, flash attention on (as ``Workload.ops``); an unknown
+    ``global_batch`` means at least ``pp`` micro-batches per step."""
+    given = _plan_dict(plan)
+    unknown = set(given) - set(_PLAN_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(_PLAN_DEFAULTS)}")
+    settings = {key: given.get(key) if given.get(key) is not None else default
+                for key, default in _PLAN_DEFAULTS.items()}
+    layers = workload.shape.layers if workload.family == "transformer" else workload.layers
+    _check_divides("layers", layers, "pp" if settings["vp"] == 1 else "pp x vp", settings["pp"] * settings["vp"])
+    if workload.family == "transformer":
+        _check_divides("heads", workload.shape.heads, "tp", settings["tp"])
+        _check_divides("seq_len", workload.shape.seq_len, "cp", settings["cp"])
+    elif settings["tp"] > 1 or settings["cp"] > 1 or settings["pp"] > 1:
+        raise ValueError(f"CNN workload {workload.name}: only data parallelism is modelled; "
+                         f"got tp={settings['tp']}, cp={settings['cp']}, pp={settings['pp']}")
+    rc.check_strategy(settings["recompute"], settings["recompute_every"] or 1)
+    if settings["recompute"] == "every_k" and settings["recompute_every"] is None:
+        raise ValueError("recompute 'every_k' needs recompute_every (k >= 1)")
+    if workload.family != "transformer" and settings["recompute"] not in ("none", "sqrt"):
+        raise ValueError(f"recompute {settings['recompute']!r} applies to transformer layers; "
+                         f"for CNN workload {workload.name} use none or sqrt")
+    return settings
+
+
+def _by_strategy(codes, function, *args, every):
+    """``function(strategy, *args)`` chosen per plan by its strategy code."""
+    out = 0.0
+    for code, name in enumerate(rc.STRATEGIES):
+        chosen = codes == code
+        if np.any(chosen):
+            out = np.where(chosen, function(name, *args, every=every), out)
+    return out
+
+
+def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, profile,
+                params_local=None, saved_bytes=None, capacity=None, with_reasons=None) -> dict:
+    """Memory per GPU for arrays of plans: the :func:`memory_per_gpu` breakdown of the pipeline
+    stage that needs most, each entry an array over plans.
+
+    ``plans``: equal-length integer arrays ``tp, pp, dp, cp, vp, micro_batch, global_batch,
+    recompute`` (codes: index in :data:`perfmodel.models.recompute.STRATEGIES`),
+    ``recompute_every, zero, sequence_parallel`` (valid plans; see :func:`plan_settings` for one).
+    ``capacity`` defaults to ``gpu.memory``.  ``params_local`` (parameters per GPU) defaults to the
+    op table's: first stage embedding + ``layers/pp`` layers, last stage ``layers/pp`` layers +
+    output layer (+ the tied embedding copy Megatron keeps there).  ``saved_bytes`` is unused for
+    transformers, whose activations follow Korthikanti et al. 2022 for a GPT-style layer (4h GELU
+    MLP, multi-head attention); CNNs use the op table's ``saved_bytes`` (``none``) or
+    :func:`cnn_sqrt_activation_bytes` (``sqrt``).
+
+    First stage: ``pipeline_inflight_microbatches(stage=0)`` micro-batches of kept activations and
+    embedding-dropout masks plus one recompute working set; last stage: its own in-flight count,
+    the output layer and loss buffers.  Returns the components, ``total``, ``capacity``,
+    ``headroom``, ``fits``, ``stage`` ("first"/"last") and, when ``with_reasons`` (default: at most
+    1000 plans), ``reasons_text``: one list of reasons per plan.
+    """
+    tp, pp, dp, cp, vp, mb, gb, codes, every, zero, sp = (
+        np.atleast_1d(np.asarray(plans[k])) for k in ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch",
+                                                      "recompute", "recompute_every", "zero", "sequence_parallel"))
+    every = np.maximum(every, 1)
+    capacity = gpu.memory if capacity is None else capacity
+    m = gb / (mb * dp)
+    common = {"dp": dp, "zero": zero, "precision": precision, "optimizer": optimizer,
+              "bucket_bytes": profile.get("ddp_bucket_bytes"),
+              "framework_bytes": profile.get("framework_memory_bytes"),
+              "fragmentation": profile.get("allocator_fragmentation")}
+    unique, inverse = np.unique(np.stack([mb, tp, cp]), axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    table = workload.ops(unique[0], unique[1], unique[2], precision=precision, flash_attention=flash_attention)
+
+    if workload.family != "transformer":
+        saved = table.saved_bytes * table.per_op("repeat")
+        plain = saved.sum(axis=0)[inverse]
+        segmented = cnn_sqrt_activation_bytes(saved)[1][inverse]
+        acts = np.where(codes == rc.STRATEGIES.index("sqrt"), segmented, plain)
+        params = table.total("params")[inverse] if params_local is None else params_local
+        result = memory_per_gpu(params, acts, capacity, **common)
+        result["stage"] = np.full(len(tp), "first")
+        return _with_reasons(result, with_reasons)
+
+    shape = workload.shape
+    bpv = activation_bytes_per_value(precision)
+    layers = shape.layers / pp
+    per_layer = transformer_layer_activation_bytes(shape.seq_len, mb, shape.hidden, shape.heads, tp, cp,
+                                                   sp > 0, flash_attention, bpv)
+    sizes = (layers, per_layer["layer"], per_layer["selective"], per_layer["input"])
+    kept = _by_strategy(codes, rc.kept_bytes, *sizes, every=every)
+    working = _by_strategy(codes, rc.working_bytes, *sizes, every=every)
+    embedding = embedding_dropout_bytes(shape.seq_len, mb, shape.hidden, tp, cp, sp > 0)
+    logits = output_layer_bytes(shape.seq_len, mb, shape.hidden, shape.vocab, tp, cp, sp > 0, bpv)
+    if params_local is None:
+        pre = table.total("params", placement="pre")[inverse]
+        post = table.total("params", placement="post")[inverse]
+        per_stage = table.total("params", placement="layer")[inverse] / pp
+        tied = pre if getattr(shape, "tied_embeddings", False) else 0.0
+        first_params = np.where(pp == 1, pre + per_stage + post, pre + per_stage)
+        last_params = np.where(pp == 1, first_params, per_stage + post + tied)
+    else:
+        first_params = last_params = params_local
+    single = pp == 1
+    first = memory_per_gpu(
+        first_params, pipeline_inflight_microbatches(pp, m, vp, 0) * (kept + embedding) + working, capacity,
+        logits=np.where(single, logits, 0.0), **common)
+    last = memory_per_gpu(
+        last_params, pipeline_inflight_microbatches(pp, m, vp, pp - 1) * kept + working, capacity,
+        logits=logits, **common)
+    use_last = ~single & (last["total"] > first["total"])
+    result = {key: np.where(use_last, last[key], first[key]) for key in COMPONENTS + ("total", "headroom", "fits")}
+    result["capacity"] = first["capacity"]
+    result["stage"] = np.where(use_last, "last", "first")
+    return _with_reasons(result, with_reasons)
+
+
+def _with_reasons(result: dict, with_reasons) -> dict:
+    """Every entry as an array over plans, plus the reasons of each plan when asked."""
+    result.pop("reasons", None)
+    n = max(np.size(value) for value in result.values())
+    result = {key: np.broadcast_to(value, (n,)).copy() for key, value in result.items()}
+    if with_reasons if with_reasons is not None else n <= 1000:
+        result["reasons_text"] = [memory_reasons({key: result[key][i] for key in COMPONENTS + ("total", "capacity")})
+                                  for i in range(n)]
+    return result
