@@ -50,3 +50,11 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def profile_from(args):
+    """The calibration profile named by ``--calibration``, else the shipped one."""
+    from perfmodel.profile import default_profile, load_profile
+
+    path = getattr(args, "calibration", None)
+    return load_profile(path) if path else default_profile()

@@ -2,3 +2,4 @@
 
 from perfmodel.calibration.predictors import kernel  # noqa: F401
 from perfmodel.calibration.predictors import collective  # noqa: F401
+from perfmodel.calibration.predictors import train  # noqa: F401

@@ -1,0 +1,239 @@
+"""Fit efficiency parameters to measurements: ``calibrate(measurements) -> CalibrationProfile``.
+
+Least squares on the log error log(predicted / measured) of every predictable row, plus one prior
+residual per fitted value that pulls it towards its registered default (width
+``Parameter.prior_log_sigma``), within the parameter's bounds (scipy.optimize.least_squares, trust
+region reflective).  The priors keep a parameter that few rows inform from running to nonsense.
+
+Parameters are shared across rows by physics, never per row: an ``architecture`` parameter has
+one value per GPU architecture in the rows, a ``link_kind`` parameter one per link kind.  The fit
+runs in stages, each on the rows that identify its parameters, the later stages holding the
+earlier values fixed:
+
+1. ``kernel``: GEMM and copy micro-benchmarks fix the matmul and memory efficiencies;
+2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
+3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
+   efficiency, gradient-sync overlap, tensor-parallel overlap, per-step overhead).
+
+Uncertainty: one standard error per value from the Jacobian at the solution,
+cov = (J^T J)^-1 s^2 with s^2 the residual variance (delta method back to parameter units).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+
+from perfmodel.calibration.validate import predict
+from perfmodel.hardware.catalog import load_catalog
+from perfmodel.profile import PARAMETERS, CalibrationProfile, split_key
+
+__all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_groups"]
+
+STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("kernel", ("gemm", "memcpy"),
+     ("matmul_efficiency", "matmul_k_overhead", "memory_efficiency", "kernel_launch_overhead")),
+    ("collective", ("collective",),
+     ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
+      "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
+    ("train", ("train",),
+     ("attention_efficiency", "conv_efficiency", "dp_overlap", "tp_overlap", "step_overhead")),
+)
+
+_UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit
+
+
+def row_groups(rows, catalog) -> dict[str, set[str]]:
+    """GPU architectures and link kinds that the rows run on (for grouped parameters)."""
+    groups: dict[str, set[str]] = {"architecture": set(), "link_kind": set()}
+    seen = set()
+    for _, row in rows.iterrows():
+        key = tuple(str(row.get(c)) for c in ("gpu", "num_gpus", "gpus_per_node", "intra", "inter"))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            gpu = catalog.gpu(row["gpu"])
+        except ValueError:
+            continue
+        groups["architecture"].add(gpu.architecture)
+        try:
+            hardware = {"gpu": row["gpu"]}
+            for column in ("num_gpus", "gpus_per_node"):
+                if _present(row.get(column)):
+                    hardware[column] = int(float(row[column]))
+            for column in ("intra", "inter"):
+                if _present(row.get(column)):
+                    hardware[column] = str(row[column])
+            cluster = catalog.cluster(**hardware)
+        except ValueError:
+            continue
+        groups["link_kind"].add(cluster.intra.kind)
+        if cluster.nic is not None and cluster.num_gpus > cluster.gpus_per_node:
+            groups["link_kind"].add(cluster.nic.kind)
+    return groups
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and str(value) != ""
+
+
+def parameter_keys(names, rows, catalog) -> list[str]:
+    """Profile keys to fit: ``name`` or ``name[group]`` for each group the rows exercise."""
+    groups = row_groups(rows, catalog)
+    keys = []
+    for name in names:
+        parameter = PARAMETERS[name]
+        if parameter.per is None:
+            keys.append(name)
+        else:
+            keys += [f"{name}[{group}]" for group in sorted(groups[parameter.per])]
+    return keys
+
+
+def _transform(parameter):
+    """Log space for parameters bounded away from 0, linear otherwise."""
+    return parameter.low > 0
+
+
+def _fit_stage(rows, keys, profile, catalog):
+    from scipy.optimize import least_squares
+
+    parameters = [PARAMETERS[split_key(key)[0]] for key in keys]
+    logs = np.array([_transform(p) for p in parameters])
+    start = np.array([profile.get(*split_key(key)) for key in keys], dtype=float)
+    prior = np.array([profile.get(*split_key(key)) if key in profile.values else
+                      _registered_default(key) for key in keys], dtype=float)
+    low = np.array([p.low for p in parameters])
+    high = np.array([p.high for p in parameters])
+    width = np.array([p.prior_log_sigma for p in parameters])
+
+    def to_x(values):
+        return np.where(logs, np.log(np.maximum(values, 1e-300)), values)
+
+    def from_x(x):
+        return np.where(logs, np.exp(x), x)
+
+    lower, upper = to_x(low), to_x(high)
+    x0 = np.clip(to_x(start), lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))
+    measured = rows["value"].to_numpy(dtype=float)
+
+    def residuals(x):
+        values = from_x(x)
+        trial = profile.with_values(**dict(zip(keys, values)))
+        predicted = predict(rows, catalog, trial)["predicted"].to_numpy(dtype=float)
+        error = np.log(predicted / measured)
+        error = np.where(np.isfinite(error), error, _UNPREDICTED_PENALTY)
+        prior_error = np.where(logs, (x - to_x(prior)) / width, (values - prior) / (width * (high - low)))
+        return np.concatenate([error, prior_error])
+
+    result = least_squares(residuals, x0, bounds=(lower, upper), method="trf", x_scale="jac",
+                           diff_step=1e-3, max_nfev=60)
+    values = from_x(result.x)
+    dof = max(1, result.fun.size - len(keys))
+    variance = 2.0 * result.cost / dof
+    try:
+        covariance = np.linalg.pinv(result.jac.T @ result.jac) * variance
+        std_x = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+    except np.linalg.LinAlgError:
+        std_x = np.full(len(keys), np.nan)
+    std = np.where(logs, values * std_x, std_x)
+    return dict(zip(keys, values)), dict(zip(keys, std)), result
+
+
+def _registered_default(key: str) -> float:
+    name, group = split_key(key)
+    return CalibrationProfile().get(name, group)
+
+
+def calibrate(measurements, params=None, profile: CalibrationProfile | None = None, catalog=None,
+              stages=STAGES) -> CalibrationProfile:
+    """Fit the efficiency parameters to ``measurements`` (a DataFrame in the measurement format).
+
+    ``params``: names to fit (default: every parameter of every stage whose rows are present);
+    ``profile``: the starting point and prior centres (default: the registered defaults, so a
+    refit never depends on the shipped profile it regenerates).  Returns a new profile with the
+    fitted ``values``, their ``uncertainty`` (one standard error, parameter units) and
+    ``provenance`` (inputs, date, package version, per-stage residual summary).
+    """
+    import perfmodel
+
+    catalog = catalog or load_catalog()
+    profile = profile or CalibrationProfile()
+    wanted = set(params) if params is not None else None
+    if wanted is not None:
+        unknown = wanted - set(PARAMETERS)
+        if unknown:
+            raise ValueError(f"unknown parameters {sorted(unknown)}; known: {', '.join(sorted(PARAMETERS))}")
+    values, uncertainty, summary = dict(profile.values), dict(profile.uncertainty), {}
+    for stage, kinds, names in stages:
+        rows = measurements[measurements["kind"].isin(kinds)]
+        names = [n for n in names if n in PARAMETERS and (wanted is None or n in wanted)]
+        if rows.empty or not names:
+            continue
+        current = profile.model_copy(update={"values": values})
+        start = predict(rows, catalog, current)
+        rows = rows[start["predicted"].notna()]
+        keys = parameter_keys(names, rows, catalog)
+        if rows.empty or not keys:
+            continue
+        fitted, std, result = _fit_stage(rows, keys, current, catalog)
+        values.update(fitted)
+        uncertainty.update(std)
+        before = np.abs(start.loc[rows.index, "predicted"] / rows["value"] - 1.0)
+        after = predict(rows, catalog, profile.model_copy(update={"values": values}))["predicted"]
+        after_ape = np.abs(after / rows["value"] - 1.0)
+        summary[stage] = {"rows": int(len(rows)), "parameters": len(keys),
+                          "mape_before": float(before.mean()), "mape_after": float(after_ape.mean()),
+                          "evaluations": int(result.nfev), "converged": bool(result.success)}
+    provenance = {
+        "name": "calibrated",
+        "created": dt.date.today().isoformat(),
+        "perfmodel_version": perfmodel.__version__,
+        "inputs": {kind: int(n) for kind, n in measurements["kind"].value_counts().sort_index().items()},
+        "sources": sorted(measurements.attrs.get("files", [])),
+        "stages": summary,
+        "method": "scipy.optimize.least_squares (trf) on log(predicted/measured) with log-normal priors",
+    }
+    return CalibrationProfile(values=values, uncertainty=uncertainty, provenance=provenance)
+
+
+def _configuration_groups(measurements):
+    """Rows measured in one experiment (same everything but id/metric/value) share a group, so a
+    fold never holds one metric of a measurement while fitting on another metric of it."""
+    columns = [c for c in measurements.columns if c not in ("id", "metric", "value", "notes", "source", "url")]
+    keys = measurements[columns].astype(str).agg("|".join, axis=1)
+    return keys.factorize()[0]
+
+
+def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog=None):
+    """k-fold cross-validation: refit without each fold, predict the fold.
+
+    Returns a DataFrame (id, kind, gpu, metric, measured, predicted, ape, reason, fold); every row
+    is predicted by a profile fitted on the other folds only (grouped by experiment).
+    """
+    import pandas as pd
+
+    from perfmodel.calibration.validate import validate
+
+    if k < 2:
+        raise ValueError(f"cv folds must be >= 2, got {k}")
+    catalog = catalog or load_catalog()
+    groups = _configuration_groups(measurements)
+    order = np.random.default_rng(seed).permutation(groups.max() + 1)
+    fold_of_group = np.empty_like(order)
+    fold_of_group[order] = np.arange(order.size) % k
+    folds = fold_of_group[groups]
+    parts = []
+    for fold in range(k):
+        held = measurements[folds == fold]
+        if held.empty:
+            continue
+        profile = calibrate(measurements[folds != fold], params=params, catalog=catalog)
+        scored = validate(held, catalog, profile.model_copy(update={"interval": {}}))
+        scored["fold"] = fold
+        parts.append(scored)
+    return pd.concat(parts).sort_index()
+

@@ -1,0 +1,36 @@
+"""`perfmodel search SCENARIO [--top 10] [--json]`: the fastest plans."""
+
+from __future__ import annotations
+
+from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+from perfmodel.search import search
+
+SHOWN = ["tp", "pp", "dp", "cp", "vp", "micro_batch", "recompute", "zero", "step_time_s", "samples_per_s",
+         "mfu", "memory_total"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("search", help="enumerate and rank every valid parallel plan")
+    parser.add_argument("scenario", help="scenario file (YAML or JSON); plan fields given stay fixed")
+    parser.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.top <= 0:
+        raise ValueError(f"--top must be positive, got {args.top}")
+    frame = search(args.scenario, catalog_from(args), profile_from(args))
+    top = frame.head(args.top)
+    if args.json:
+        print_json({"evaluated": frame.attrs["evaluated"], "candidates": frame.attrs["candidates"],
+                    "feasible": int(len(frame)), "infeasible": frame.attrs["infeasible"],
+                    "plans": top.to_dict(orient="records")})
+        return 0
+    print(f"{frame.attrs['workload']} on {frame.attrs['hardware']['num_gpus']} x {frame.attrs['hardware']['gpu']}: "
+          f"{frame.attrs['candidates']} candidate plans, {frame.attrs['evaluated']} valid, {len(frame)} fit")
+    for reason, count in frame.attrs["infeasible"].items():
+        print(f"  dropped {count:>7}: {reason}")
+    print_table(top[SHOWN].to_dict(orient="records"), SHOWN)
+    return 0
