@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from perfmodel.evaluate import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.hardware.catalog import Catalog, load_catalog
-from perfmodel.plans import as_arrays, check_plans, reasons_from_mask, resolve_plan
+from perfmodel.plans import (as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask,
+                             resolve_plan)
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario, load_scenario
 from perfmodel.workloads import workload_from_spec
@@ -106,14 +107,25 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     base = {"workload": workload.name, "hardware": hardware_summary(cluster), "plan": plan,
             "assumptions": {"profile": profile.provenance.get("name", "defaults"),
                             "flash_attention": plan["flash_attention"]}}
-    arrays = as_arrays(plan)
-    mask = int(check_plans(arrays, workload, cluster.num_gpus, cluster.gpus_per_node)[0])
-    if mask:
-        return Estimate(feasible=False, reasons=reasons_from_mask(mask), **base)
-    result = evaluate(workload, cluster, arrays, precision=plan["precision"],
-                      flash_attention=plan["flash_attention"], optimizer=plan["optimizer"],
-                      profile=profile, data=scenario.data)
-    return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
+    choices = completions(scenario.plan, workload.family)
+    candidates = [{**plan, **choice} for choice in choices]
+    arrays = [as_arrays(candidate) for candidate in candidates]
+    plans = {field: np.concatenate([a[field] for a in arrays]) for field in arrays[0]}
+    mask = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
+    valid = mask == 0
+    if not valid.any():
+        return Estimate(feasible=False, reasons=reasons_from_mask(int(mask[0])), **base)
+    result = evaluate(workload, cluster, {k: v[valid] for k, v in plans.items()},
+                      precision=plan["precision"], flash_attention=plan["flash_attention"],
+                      optimizer=plan["optimizer"], profile=profile, data=scenario.data)
+    index = pick_fastest_fitting(result["step_time_s"], result["memory_fits"].astype(bool),
+                                 np.ones(int(valid.sum()), dtype=bool))
+    chosen = candidates[int(np.flatnonzero(valid)[index])]
+    base["plan"] = chosen
+    if len(choices) > 1:
+        base["assumptions"]["chosen_by_estimator"] = {
+            key: chosen[key] for key in ("recompute", "zero") if getattr(scenario.plan, key) is None}
+    return from_arrays(result, index, workload, cluster, scenario.run, profile, base)
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,

@@ -75,6 +75,29 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str) -> dict:
     }
 
 
+def completions(plan: Plan, family: str) -> list[dict]:
+    """Alternatives for the open plan fields that decide whether a job fits in memory.
+
+    A scenario (or a measured run) that does not fix ``recompute`` or ``zero`` is evaluated with
+    each of: recompute none / selective / full (transformers; CNNs: none) x ZeRO 0 / 1 (the
+    distributed optimizer), and the fastest that fits is taken; the first entry is the default of
+    :func:`resolve_plan`.  An engineer who ran the job chose settings that fit; this is the
+    estimator's way of doing the same, and the chosen values are reported with the estimate.
+    """
+    recompute = [plan.recompute] if plan.recompute else (
+        ["none", "selective", "full"] if family == "transformer" else ["none"])
+    zero = [plan.zero] if plan.zero is not None else [0, 1]
+    return [{"recompute": r, "zero": z} for r in recompute for z in zero]
+
+
+def pick_fastest_fitting(step_time: np.ndarray, fits: np.ndarray, valid: np.ndarray) -> int:
+    """Index of the fastest plan that is valid and fits; else the first valid one; else 0."""
+    ok = valid & fits
+    if ok.any():
+        return int(np.flatnonzero(ok)[np.argmin(step_time[ok])])
+    return int(np.flatnonzero(valid)[0]) if valid.any() else 0
+
+
 def as_arrays(plan: dict) -> dict[str, np.ndarray]:
     """One resolved plan (a dict of scalars) as length-1 arrays of :data:`PLAN_FIELDS`."""
     arrays = {}

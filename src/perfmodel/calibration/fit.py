@@ -43,6 +43,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit
+MAX_EVALUATIONS = 25  # trust-region steps per stage (each also costs one Jacobian)
 
 
 def row_groups(rows, catalog) -> dict[str, set[str]]:
@@ -130,7 +131,7 @@ def _fit_stage(rows, keys, profile, catalog):
         return np.concatenate([error, prior_error])
 
     result = least_squares(residuals, x0, bounds=(lower, upper), method="trf", x_scale="jac",
-                           diff_step=1e-3, max_nfev=60)
+                           diff_step=1e-3, ftol=1e-4, xtol=1e-4, max_nfev=MAX_EVALUATIONS)
     values = from_x(result.x)
     dof = max(1, result.fun.size - len(keys))
     variance = 2.0 * result.cost / dof

@@ -9,6 +9,8 @@ evaluated on scalars or on arrays of candidate plans alike.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -117,12 +119,15 @@ class Workload:
     params: float
     tokens_per_sample: int | None
     layers: int
-    builder: Callable = field(repr=False, compare=False, default=None)
+    builder: Callable = field(repr=False, default=None)  # compared by identity: overrides differ
 
     def ops(self, micro_batch=1, tp=1, cp=1, precision: str = "bf16", flash_attention: bool = True) -> OpTable:
-        """The op table for a plan; ``micro_batch``/``tp``/``cp`` may be integer arrays that broadcast."""
-        return self.builder(micro_batch=micro_batch, tp=tp, cp=cp, precision=precision,
-                            flash_attention=flash_attention)
+        """The op table for a plan; ``micro_batch``/``tp``/``cp`` may be integer arrays that broadcast.
+
+        Tables are memoised (they depend only on these arguments) and read-only: calibration and
+        search ask for the same few tables many times."""
+        key = tuple((a.shape, a.tobytes(), a.dtype.str) for a in map(np.asarray, (micro_batch, tp, cp)))
+        return _cached_ops(self, key, precision, bool(flash_attention))
 
     def plan_valid(self, tp=1, cp=1) -> np.ndarray:
         """Boolean (array) of the ``tp``/``cp`` values ``ops()`` accepts for this workload, so a
@@ -131,6 +136,7 @@ class Workload:
             return (np.asarray(tp) == 1) & (np.asarray(cp) == 1)
         return self.shape.plan_valid(tp, cp)
 
+    @functools.lru_cache(maxsize=256)
     def flops_per_sample(self, training: bool = False) -> float:
         """Model FLOPs per sample (matmul, conv and attention, full s^2 attention score matrix as
         Megatron's and PaLM's formulas count it, no recomputation); training = 3x forward."""
@@ -154,3 +160,15 @@ class Workload:
             "training_flops_per_sample": self.flops_per_sample(training=True),
             "by_kind": by_kind,
         }
+
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_ops(workload: Workload, key, precision: str, flash_attention: bool) -> OpTable:
+    """The builder's table for ``key`` = ((shape, bytes, dtype) of micro_batch, tp, cp), read-only."""
+    micro_batch, tp, cp = (np.frombuffer(data, dtype=dtype).reshape(shape) for shape, data, dtype in key)
+    table = workload.builder(micro_batch=micro_batch, tp=tp, cp=cp, precision=precision,
+                             flash_attention=flash_attention)
+    for column in ("repeat", "fp32", "m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):
+        getattr(table, column).setflags(write=False)
+    return table

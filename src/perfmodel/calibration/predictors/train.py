@@ -3,11 +3,13 @@
 Rows that share a model, hardware and precision are evaluated in one vectorized call of
 :func:`perfmodel.evaluate.evaluate` (their plans as arrays), which is what makes calibration over
 hundreds of training rows affordable.  Plan fields a row leaves empty take the estimator's
-defaults (:func:`perfmodel.plans.resolve_plan`).
+defaults (:func:`perfmodel.plans.resolve_plan`), except ``recompute`` and ``zero``, which are
+chosen as :func:`perfmodel.estimate.estimate` chooses them (:func:`perfmodel.plans.completions`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -16,7 +18,8 @@ import pandas as pd
 from perfmodel.calibration.validate import register_predictor
 from perfmodel.estimate import run_samples
 from perfmodel.evaluate import evaluate
-from perfmodel.plans import as_arrays, check_plans, reasons_from_mask, resolve_plan
+from perfmodel.plans import (as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask,
+                             resolve_plan)
 from perfmodel.scenario import Plan, RunSpec, WorkloadSpec
 from perfmodel.workloads import workload_from_spec
 
@@ -40,6 +43,12 @@ def _workload_spec(row) -> WorkloadSpec:
         if column in row and _present(row[column]):
             fields[column] = row[column] if column == "ffn_act" else int(float(row[column]))
     return WorkloadSpec(**fields)
+
+
+@functools.lru_cache(maxsize=512)
+def _workload(spec_json: str):
+    """One Workload object per distinct spec, so its op tables are built once (see Workload.ops)."""
+    return workload_from_spec(WorkloadSpec.model_validate_json(spec_json))
 
 
 def _plan(row) -> Plan:
@@ -89,39 +98,48 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
         try:
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
-            workload = workload_from_spec(_workload_spec(row))
+            workload = _workload(_workload_spec(row).model_dump_json())
             cluster = catalog.cluster(**_hardware(row))
             plan = resolve_plan(_plan(row), cluster.num_gpus, cluster.gpu, workload.family)
             cluster.gpu.peak(plan["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
             continue
-        key = (workload.name, repr(workload.shape), cluster.model_dump_json(), plan["precision"],
-               plan["flash_attention"], plan["optimizer"])
-        groups.setdefault(key, []).append((index, row, workload, cluster, plan))
+        key = (id(workload), cluster.model_dump_json(), plan["precision"], plan["flash_attention"],
+               plan["optimizer"])
+        choices = [{**plan, **choice} for choice in completions(_plan(row), workload.family)]
+        groups.setdefault(key, []).append((index, row, workload, cluster, choices))
     for members in groups.values():
-        _, _, workload, cluster, plan0 = members[0]
-        arrays = [as_arrays(plan) for _, _, _, _, plan in members]
+        _, _, workload, cluster, choices0 = members[0]
+        owner = np.concatenate([np.full(len(choices), i) for i, (*_, choices) in enumerate(members)])
+        arrays = [as_arrays(choice) for *_, choices in members for choice in choices]
         plans = {field: np.concatenate([a[field] for a in arrays]) for field in arrays[0]}
         mask = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
         valid = mask == 0
+        step = np.full(len(owner), np.inf)
+        fits = np.zeros(len(owner), dtype=bool)
         result = {}
         if valid.any():
             try:
                 result = evaluate(workload, cluster, {k: v[valid] for k, v in plans.items()},
-                                  precision=plan0["precision"], flash_attention=plan0["flash_attention"],
-                                  optimizer=plan0["optimizer"], profile=profile)
+                                  precision=choices0[0]["precision"],
+                                  flash_attention=choices0[0]["flash_attention"],
+                                  optimizer=choices0[0]["optimizer"], profile=profile)
             except ValueError as error:
                 for index, *_ in members:
                     out.at[index, "reason"] = str(error).splitlines()[0]
                 continue
+            step[valid] = result["step_time_s"]
+            fits[valid] = result["memory_fits"].astype(bool)
         position = np.cumsum(valid) - 1
-        for i, (index, row, _, _, _) in enumerate(members):
-            if not valid[i]:
-                out.at[index, "reason"] = "infeasible plan: " + "; ".join(reasons_from_mask(int(mask[i])))
+        for i, (index, row, *_) in enumerate(members):
+            mine = np.flatnonzero(owner == i)
+            best = mine[pick_fastest_fitting(step[mine], fits[mine], valid[mine])]
+            if not valid[best]:
+                out.at[index, "reason"] = "infeasible plan: " + "; ".join(reasons_from_mask(int(mask[best])))
                 continue
-            one = {key: values[position[i]] for key, values in result.items()}
-            if not one.get("memory_fits", 1.0):
+            one = {key: values[position[best]] for key, values in result.items()}
+            if not fits[best]:
                 out.at[index, "reason"] = "infeasible plan: does not fit in GPU memory " \
                     f"({one['memory_total'] / 1e9:.1f} GB needed of {one['memory_capacity'] / 1e9:.1f} GB)"
                 continue
