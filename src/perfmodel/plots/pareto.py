@@ -8,7 +8,7 @@ import numpy as np
 def pareto(frame, *, label_front: bool = True):
     """Scatter of ``time_to_train_s`` (days) against ``cost_usd`` for the feasible rows of a
     :func:`perfmodel.rank.rank` frame, one marker per pricing, the Pareto front drawn as a step
-    line with its points labelled ``instance x nodes``.  Returns a matplotlib ``Figure``."""
+    line with its points labelled ``instance xnodes pricing``.  Returns a matplotlib ``Figure``."""
     from matplotlib.figure import Figure
 
     missing = {"time_to_train_s", "cost_usd", "feasible", "pareto", "pricing", "instance", "nodes"} - set(frame)
@@ -31,7 +31,7 @@ def pareto(frame, *, label_front: bool = True):
                    edgecolors="black", zorder=3)
         if label_front:
             for _, row in front.iterrows():
-                ax.annotate(f"{row['instance']} x{int(row['nodes'])}",
+                ax.annotate(f"{row['instance']} x{int(row['nodes'])} {row['pricing']}",
                             (row["time_to_train_s"] / scale, row["cost_usd"]), fontsize=7,
                             xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
