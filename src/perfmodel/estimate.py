@@ -117,7 +117,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         return Estimate(feasible=False, reasons=reasons_from_mask(int(mask[0])), **base)
     result = evaluate(workload, cluster, {k: v[valid] for k, v in plans.items()},
                       precision=plan["precision"], flash_attention=plan["flash_attention"],
-                      optimizer=plan["optimizer"], profile=profile, data=scenario.data)
+                      optimizer=plan["optimizer"], profile=profile, data=scenario.data, memory_reasons=True)
     index = pick_fastest_fitting(result["step_time_s"], result["memory_fits"].astype(bool),
                                  np.ones(int(valid.sum()), dtype=bool))
     chosen = candidates[int(np.flatnonzero(valid)[index])]

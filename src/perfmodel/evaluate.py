@@ -98,13 +98,15 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 
 
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
-             flash_attention: bool, optimizer: str, profile, data=None) -> dict[str, np.ndarray]:
+             flash_attention: bool, optimizer: str, profile, data=None,
+             memory_reasons: bool = False) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length).
 
     ``plans`` holds the :data:`perfmodel.plans.PLAN_FIELDS` as integer arrays of equal length; plans
     must already be valid (see :func:`perfmodel.plans.check_plans`).  Returns a dict with
     ``step_time_s``, one array per :data:`BREAKDOWN` component (``<name>_s``), throughput, FLOP
-    rates, MFU/HFU, memory components and ``fits``.
+    rates, MFU/HFU, memory components (``memory_<component>``), ``memory_fits`` and, with
+    ``memory_reasons``, ``memory_reasons_text`` (a list of reasons per plan).
     """
     gpu = cluster.gpu
     if cluster.nodes > 1 and cluster.nic is None:
@@ -161,8 +163,8 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     params_local = c["layer_params"] / pp + np.where(single_stage, c["pre_params"] + c["post_params"],
                                                      np.maximum(c["pre_params"], c["post_params"]))
     group = dp * cp
-    members_per_node = np.clip(cluster.gpus_per_node // (tp * cp), 1, None)
-    members_per_node = np.minimum(members_per_node, group)
+    # ranks are ordered tp (fastest), cp, dp, pp: a DP x CP group takes every tp-th GPU of a node
+    members_per_node = np.minimum(np.clip(cluster.gpus_per_node // tp, 1, None), group)
     concurrent = cluster.gpus_per_node / members_per_node
     grad_bytes = params_local * profile.get("gradient_reduce_bytes")
     param_bytes = params_local * act_bytes
@@ -219,7 +221,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
 
     # --- memory per GPU
     mem = memory.plan_memory(workload, gpu, plans, precision=precision, optimizer=optimizer,
-                             flash_attention=flash_attention, profile=profile)
+                             flash_attention=flash_attention, profile=profile, with_reasons=memory_reasons)
     out.update({f"memory_{k}": v for k, v in mem.items()})
     return out
 

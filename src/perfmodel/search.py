@@ -9,12 +9,10 @@ scenario's plan fixes stays fixed), drops the plans that break a rule of
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from perfmodel.estimate import from_arrays, hardware_summary, resolve
-from perfmodel.evaluate import BREAKDOWN, evaluate
+from perfmodel.estimate import hardware_summary, resolve
+from perfmodel.evaluate import evaluate
 from perfmodel.plans import (INVALID_REASONS, PLAN_FIELDS, RECOMPUTE_CODES, check_plans,
                              default_precision)
 from perfmodel.profile import default_profile
@@ -22,9 +20,6 @@ from perfmodel.profile import default_profile
 __all__ = ["search", "enumerate_plans", "best_estimate"]
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-RESULT_COLUMNS = ["tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero",
-                  "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu",
-                  "memory_total", "memory_headroom", "fits"]
 
 
 def _divisors(n: int, limit: int) -> list[int]:
@@ -35,12 +30,14 @@ def _choices(fixed, default: list[int]) -> list[int]:
     return [fixed] if fixed is not None else default
 
 
-def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int) -> dict[str, np.ndarray]:
+def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int,
+                    flash_attention: bool = True) -> dict[str, np.ndarray]:
     """Candidate plans (before validity checks) as arrays of :data:`PLAN_FIELDS`.
 
     Open fields range over: tp and cp powers of two up to a node, pp the divisors of the layer
     count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the per-GPU batch,
-    recompute none/selective/full (CNNs: none/full/sqrt), ZeRO 0-3.  ``dp`` follows from the
+    recompute none/selective/full (CNNs: none/full/sqrt; selective only without flash attention,
+    whose kernel already recomputes the attention core), ZeRO 0-3.  ``dp`` follows from the
     others.  Without a global batch the search keeps one micro-batch of 1 (transformers) or 32
     (CNNs) per data-parallel rank at the smallest data-parallel degree, so every plan trains on
     the same number of samples per step.
@@ -51,14 +48,17 @@ def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int) -> dict[s
     cp = _choices(plan.cp, [p for p in node_powers if p <= 8] if transformer else [1])
     pp = _choices(plan.pp, _divisors(workload.layers, num_gpus) if transformer else [1])
     vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
-    strategies = ("none", "selective", "full") if transformer else ("none", "full", "sqrt")
+    strategies = (("none", "full") if flash_attention else ("none", "selective", "full")) if transformer \
+        else ("none", "full", "sqrt")
     recompute = [RECOMPUTE_CODES[plan.recompute]] if plan.recompute else [RECOMPUTE_CODES[s] for s in strategies]
     zero = _choices(plan.zero, [0, 1, 2, 3])
     per_rank_default = 1 if transformer else 32
     global_batch = plan.global_batch or num_gpus * per_rank_default
     micro = _choices(plan.micro_batch, [p for p in POWERS_OF_TWO if p <= max(1, global_batch)])
-    grid = np.array(list(itertools.product(tp, pp, cp, vp, micro, recompute, zero)), dtype=np.int64)
-    plans = {name: grid[:, i] for i, name in enumerate(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"))}
+    axes = np.meshgrid(*(np.asarray(a, dtype=np.int64) for a in (tp, pp, cp, vp, micro, recompute, zero)),
+                       indexing="ij")
+    plans = {name: axis.ravel() for name, axis in
+             zip(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"), axes)}
     plans["dp"] = np.maximum(1, num_gpus // (plans["tp"] * plans["pp"] * plans["cp"]))
     if plan.dp is not None:
         plans["dp"] = np.full_like(plans["dp"], plan.dp)
@@ -86,7 +86,7 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None):
     precision = plan.precision or default_precision(cluster.gpu)
     cluster.gpu.peak(precision)
     flash = plan.flash_attention if plan.flash_attention is not None else cluster.gpu.architecture not in ("Volta", "Turing")
-    plans = enumerate_plans(plan, workload, cluster.num_gpus, cluster.gpus_per_node)
+    plans = enumerate_plans(plan, workload, cluster.num_gpus, cluster.gpus_per_node, flash)
     mask = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
     counts: dict[str, int] = {}
     for bit, reason in enumerate(INVALID_REASONS):
@@ -96,12 +96,11 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None):
     valid = {name: values[mask == 0] for name, values in plans.items()}
     result = evaluate(workload, cluster, valid, precision=precision, flash_attention=flash,
                       optimizer=plan.optimizer or "adam", profile=profile, data=scenario.data) if len(valid["tp"]) else {}
-    frame = pd.DataFrame({name: valid[name] for name in PLAN_FIELDS})
-    inverse_codes = {code: name for name, code in RECOMPUTE_CODES.items()}
-    frame["recompute"] = frame["recompute"].map(inverse_codes)
-    for key, values in result.items():
-        if np.ndim(values) == 1 and key != "memory_reasons_text":
-            frame[key] = values
+    names = np.array(list(RECOMPUTE_CODES))
+    columns = {name: valid[name] for name in PLAN_FIELDS}
+    columns["recompute"] = names[valid["recompute"]]
+    columns.update(result)
+    frame = pd.DataFrame(columns)
     frame["precision"] = precision
     if len(frame):
         frame["fits"] = frame["memory_fits"].astype(bool)
