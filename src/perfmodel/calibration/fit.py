@@ -13,7 +13,10 @@ earlier values fixed:
 1. ``kernel``: GEMM and copy micro-benchmarks fix the matmul and memory efficiencies;
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
-   efficiency, gradient-sync overlap, tensor-parallel overlap, per-step overhead).
+   efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
+   overhead) and refit the matmul efficiency together with the GEMM rows: GEMMs inside a training
+   step run below the best isolated shape (sustained clocks under the power limit, shapes, L2
+   sharing), and the GEMM rows keep the value tied to what a GEMM alone reaches.
 
 Uncertainty: one standard error per value from the Jacobian at the solution,
 cov = (J^T J)^-1 s^2 with s^2 the residual variance (delta method back to parameter units).
@@ -38,8 +41,9 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("collective", ("collective",),
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
-    ("train", ("train",),
-     ("attention_efficiency", "conv_efficiency", "dp_overlap", "tp_overlap", "step_overhead")),
+    ("train", ("train", "gemm"),
+     ("matmul_efficiency", "attention_efficiency", "conv_efficiency", "elementwise_fusion", "dp_overlap",
+      "tp_overlap", "step_overhead")),
 )
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit

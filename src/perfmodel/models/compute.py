@@ -82,6 +82,14 @@ register(
                "1630 of 2000 (0.815); mean 0.78",
         per="architecture"),
     Parameter(
+        name="elementwise_fusion", default=0.0, low=0.0, high=0.9, unit="fraction of bytes",
+        description="share of the memory traffic of element-wise ops (activations, dropout, residual adds, "
+                    "bias) that training frameworks save by fusing them into neighbouring kernels",
+        source="prior 0 = every element-wise op is its own kernel; frameworks fuse many of them "
+               "(Megatron-LM fused bias-GeLU and bias-dropout-add kernels, Shoeybi et al. 2019 / "
+               "Korthikanti et al. 2022 Sec. 5; cuDNN fused BN + ReLU in NVIDIA DeepLearningExamples "
+               "ResNet-50 NHWC); fitted by calibrate on training rows"),
+    Parameter(
         name="kernel_launch_overhead", default=2e-6, low=0.0, high=2e-5, unit="s",
         description="time added per kernel: the GPU-side gap between back-to-back kernels",
         source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
@@ -233,12 +241,14 @@ def op_times(table: OpTable, gpu: GPU, precision: str,
     :func:`matmul_efficiency` with the eta of their kind (matmul/conv/attention), other ops an
     eta_compute of 1 (they are memory-bound).  Ops marked ``fp32`` (norms, softmax, loss under
     AMP) run at the FP32 peak.  Backward uses ``table.backward_flops()``/``backward_bytes()`` with
-    the same efficiencies and one kernel launch per op and pass.  Parameters come from ``profile``
+    the same efficiencies and one kernel launch per op and pass.  Element-wise ops move only the
+    unfused share ``1 - elementwise_fusion`` of their bytes.  Parameters come from ``profile``
     for the group ``gpu.architecture``.
     """
     inputs = _roofline_inputs(table, gpu, precision, profile)
-    return (roofline_time(table.flops, table.bytes, *inputs),
-            roofline_time(table.backward_flops(), table.backward_bytes(), *inputs))
+    unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
+    return (roofline_time(table.flops, table.bytes * unfused, *inputs),
+            roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
