@@ -18,7 +18,7 @@ from perfmodel.evaluate import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.plans import (as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask,
                              resolve_plan)
-from perfmodel.profile import CalibrationProfile, default_profile
+from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
 from perfmodel.scenario import Scenario, load_scenario
 from perfmodel.workloads import workload_from_spec
 
@@ -50,7 +50,9 @@ class Estimate(BaseModel):
     memory: dict[str, Any] = Field(default_factory=dict)
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
-    interval_80: dict[str, float] | None = None
+    interval_80: dict[str, float] | None = Field(
+        None, description="80 % prediction interval from the profile's cross-validated residuals: "
+                          "step_time_low_s, step_time_high_s, samples_per_s_low, samples_per_s_high")
     assumptions: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -154,6 +156,12 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         memory=memory,
         **base,
     )
+    bounds = profile.interval_ratio("train", cluster.gpu.architecture)
+    if bounds is not None:
+        low, high = scale_by_ratio("step_time_s", step, bounds)
+        estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
+                                "samples_per_s_low": value["samples_per_s"] * bounds[0],
+                                "samples_per_s_high": value["samples_per_s"] * bounds[1]}
     samples = run_samples(run, workload)
     if samples is not None:
         estimate.time_to_train_s = samples / value["samples_per_s"]

@@ -50,6 +50,11 @@ register(
               "prior: PyTorch DDP / Megatron overlap grad reduce with the backward pass (Li et al. "
               "2020, PyTorch Distributed, Sec. 3.2.3); the first bucket is ready only after part of "
               "the backward has run; fitted by calibrate()"),
+    Parameter("overlap_interference", 0.2, 0.0, 1.0, "fraction",
+              "slow-down of compute per second of communication hidden under it",
+              "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
+              "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
+              "not free; fitted by calibrate()"),
     Parameter("tp_overlap", 0.0, 0.0, 0.9, "fraction",
               "share of tensor-parallel communication hidden under compute",
               "Megatron-LM default runs TP collectives on the critical path (no comm/GEMM overlap); "
@@ -172,10 +177,14 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **dp_links)
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **dp_links)
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **dp_links)
-    t_dp = np.where(zero == 0, t_allreduce, t_scatter + t_gather)
-    dp_comm = np.maximum(0.0, t_dp - profile.get("dp_overlap") * t_bwd)
-    zero3_per_microbatch = np.maximum(0.0, 2.0 * t_gather - profile.get("dp_overlap") * (t_fwd + t_bwd))
-    zero_gather = np.where(zero == 3, micro_batches * zero3_per_microbatch, 0.0)
+    # gradients: all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1/2/3), bucketed under the backward pass
+    overlap, interference = profile.get("dp_overlap"), profile.get("overlap_interference")
+    t_grad = np.where(zero == 0, t_allreduce, t_scatter)
+    dp_comm = exposed_communication(t_grad, overlap * t_bwd, interference)
+    # parameters: ZeRO-1/2 all-gather the updated shards after the optimizer step (nothing left to
+    # hide it under); ZeRO-3 gathers them before every micro-batch's forward and backward, prefetched
+    zero3_per_microbatch = exposed_communication(2.0 * t_gather, overlap * (t_fwd + t_bwd), interference)
+    zero_gather = np.select([zero == 3, zero >= 1], [micro_batches * zero3_per_microbatch, t_gather], 0.0)
 
     # --- optimizer, overhead
     mixed = precision not in ("fp32", "tf32")
@@ -224,6 +233,14 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
                              flash_attention=flash_attention, profile=profile, with_reasons=memory_reasons)
     out.update({f"memory_{k}": v for k, v in mem.items()})
     return out
+
+
+def exposed_communication(comm_time, hideable_compute, interference):
+    """Time a communication adds to the step when it runs under ``hideable_compute`` seconds of
+    compute: the part that does not fit under it, plus ``interference`` x the part that does
+    (communication kernels take SMs and memory bandwidth from the compute they overlap)."""
+    hidden = np.minimum(comm_time, hideable_compute)
+    return comm_time - hidden + interference * hidden
 
 
 def _p2p_link(links: dict, inter, gpus_per_node: int) -> dict:

@@ -51,6 +51,18 @@ class Parameter:
 
 PARAMETERS: dict[str, Parameter] = {}
 
+# metrics where a larger value is slower (prediction intervals flip their ratio bounds for them)
+TIME_METRICS = ("step_time_s", "time_to_train_s", "gpu_hours", "time_us")
+
+
+def scale_by_ratio(metric: str, predicted, bounds):
+    """(low, high) of a prediction from (low, high) ratio bounds in rate orientation
+    (measured / predicted for rates, predicted / measured for times)."""
+    low, high = bounds
+    if metric in TIME_METRICS:
+        return predicted / high, predicted / low
+    return predicted * low, predicted * high
+
 
 def register(*parameters: Parameter) -> None:
     """Register the parameters of a model module (called once at import)."""
@@ -101,6 +113,10 @@ class CalibrationProfile(BaseModel):
         if group is not None and f"{name}[{group}]" in self.values:
             return self.values[f"{name}[{group}]"]
         return self.values.get(name, PARAMETERS[name].default_for(group))
+
+    def interval_ratio(self, kind: str, group: str | None = None):
+        """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""
+        return self.interval.get(f"{kind}[{group}]") or self.interval.get(kind)
 
     def with_values(self, **values: float) -> "CalibrationProfile":
         """A copy with some values replaced (keys as in ``values``; use dict-unpacking for [group])."""

@@ -10,6 +10,7 @@ is speedup divided by the GPU ratio (1 = linear scaling).
 from __future__ import annotations
 
 from perfmodel.estimate import resolve
+from perfmodel.hardware.catalog import load_catalog
 from perfmodel.search import search
 
 __all__ = ["scaling"]
@@ -29,6 +30,9 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
     scenario, workload, cluster = resolve(scenario, catalog)
     hardware = scenario.hardware
     per_node = cluster.gpus_per_node
+    if hardware.instance is None and hardware.gpus_per_node is None:
+        # the GPU's usual node size, not the (possibly smaller) GPU count of the base scenario
+        per_node = (catalog or load_catalog()).cluster(gpu=hardware.gpu).gpus_per_node
     base_batch = scenario.plan.global_batch
     rows = []
     for n in counts:
@@ -39,15 +43,19 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
             new_hardware = hardware.model_copy(update={"nodes": n // per_node, "num_gpus": None})
         else:
             new_hardware = hardware.model_copy(update={"num_gpus": n, "gpus_per_node": min(per_node, n)})
-        plan = scenario.plan
-        if mode == "weak" and base_batch is not None:
-            plan = plan.model_copy(update={"global_batch": max(1, base_batch * n // counts[0])})
-        elif mode == "strong" and base_batch is None:
-            default_batch = counts[0] * (1 if workload.family == "transformer" else 32)
-            plan = plan.model_copy(update={"global_batch": default_batch})
-        plan = plan.model_copy(update={"dp": None})
+        plan = scenario.plan.model_copy(update={"dp": None})
+        per_gpu = plan.micro_batch or (1 if workload.family == "transformer" else 32)
+        first_batch = base_batch or counts[0] * per_gpu
+        if mode == "weak":
+            plan = plan.model_copy(update={"global_batch": max(1, first_batch * n // counts[0])})
+        else:  # the global batch stays; the micro-batch is searched so it can shrink as GPUs grow
+            plan = plan.model_copy(update={"global_batch": first_batch, "micro_batch": None})
         case = scenario.model_copy(update={"hardware": new_hardware, "plan": plan})
-        frame = search(case, catalog, profile, top=1)
+        try:
+            frame = search(case, catalog, profile, top=1)
+        except ValueError as error:  # e.g. more than one node but no inter-node network
+            rows.append({"num_gpus": n, "reason": str(error).splitlines()[0]})
+            continue
         if not len(frame):
             reasons = "; ".join(f"{k} ({v})" for k, v in frame.attrs["infeasible"].items())
             rows.append({"num_gpus": n, "reason": reasons or "no plan"})

@@ -42,7 +42,8 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
     ("train", ("train", "gemm"),
-     ("matmul_efficiency", "attention_efficiency", "conv_efficiency", "elementwise_fusion", "dp_overlap",
+     ("matmul_efficiency", "matmul_k_overhead", "attention_efficiency", "conv_efficiency", "elementwise_fusion",
+      "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
 
@@ -209,7 +210,9 @@ def _configuration_groups(measurements):
     """Rows measured in one experiment (same everything but id/metric/value) share a group, so a
     fold never holds one metric of a measurement while fitting on another metric of it."""
     columns = [c for c in measurements.columns if c not in ("id", "metric", "value", "notes", "source", "url")]
-    keys = measurements[columns].astype(str).agg("|".join, axis=1)
+    import pandas as pd
+
+    keys = pd.util.hash_pandas_object(measurements[columns].astype(object), index=False)
     return keys.factorize()[0]
 
 

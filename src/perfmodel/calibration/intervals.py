@@ -4,20 +4,32 @@ For each measurement kind and GPU architecture, the 10th and 90th percentiles of
 ratio measured / predicted (from :func:`perfmodel.calibration.fit.cross_validate`) scale a new
 prediction into an interval that covers about 80 % of held-out rows.  Groups with fewer than
 ``MIN_ROWS`` held-out rows fall back to the kind's pooled ratios.
+
+Ratios are kept in *rate* orientation (measured / predicted for throughputs, predicted /
+measured for times), so that rows of both kinds of metric pool: a model that is 20 % too fast
+gives 0.83 whether the row reports samples/s or seconds per step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.profile import TIME_METRICS, scale_by_ratio
+
 MIN_ROWS = 8
 QUANTILES = (0.10, 0.90)
+def rate_ratio(metric, measured, predicted):
+    """measured / predicted for rate metrics, predicted / measured for time metrics."""
+    is_time = np.isin(np.asarray(metric), TIME_METRICS)
+    return np.where(is_time, predicted / measured, measured / predicted)
 
 
 def interval_table(cv_frame, catalog) -> dict[str, tuple[float, float]]:
     """``{kind: (low, high), "kind[architecture]": (low, high)}`` ratio quantiles."""
+    import pandas as pd
+
     scored = cv_frame[cv_frame["predicted"].notna()]
-    ratio = scored["measured"] / scored["predicted"]
+    ratio = pd.Series(rate_ratio(scored["metric"], scored["measured"], scored["predicted"]), index=scored.index)
     architecture = scored["gpu"].map(lambda name: _architecture(catalog, name))
     table: dict[str, tuple[float, float]] = {}
     for kind, values in ratio.groupby(scored["kind"]):
@@ -39,21 +51,16 @@ def _architecture(catalog, name) -> str | None:
 def interval_bounds(result, profile, catalog=None):
     """(low, high) arrays for the rows of a validate() result, from ``profile.interval``.
 
-    Time-like metrics and rate-like metrics scale the same way: the interval is on the ratio of
-    measured to predicted, whatever the metric.
+    Bounds are in rate orientation; time-like metrics get them inverted (see module docstring).
     """
     from perfmodel.hardware.catalog import load_catalog
 
     catalog = catalog or load_catalog()
     low = np.full(len(result), np.nan)
     high = np.full(len(result), np.nan)
-    for i, (kind, gpu, predicted) in enumerate(zip(result["kind"], result["gpu"], result["predicted"])):
-        bounds = interval_for(profile, kind, _architecture(catalog, gpu))
+    rows = zip(result["kind"], result["gpu"], result["metric"], result["predicted"])
+    for i, (kind, gpu, metric, predicted) in enumerate(rows):
+        bounds = profile.interval_ratio(kind, _architecture(catalog, gpu))
         if bounds is not None and np.isfinite(predicted):
-            low[i], high[i] = predicted * bounds[0], predicted * bounds[1]
+            low[i], high[i] = scale_by_ratio(metric, predicted, bounds)
     return low, high
-
-
-def interval_for(profile, kind: str, architecture: str | None):
-    """The (low, high) ratio pair for a kind and architecture, or None."""
-    return profile.interval.get(f"{kind}[{architecture}]") or profile.interval.get(kind)

@@ -102,7 +102,9 @@ def load_measurements(*paths: str | Path):
         file_rows, file_places = _read_csv(Path(path), problems)
         rows += file_rows
         places += file_places
-    return _checked_frame(rows, places, problems)
+    frame = _checked_frame(rows, places, problems)
+    frame.attrs["files"] = [Path(path).name for path in paths]
+    return frame
 
 
 def check_measurements(frame):

@@ -12,11 +12,16 @@ def register(subparsers) -> None:
     parser.add_argument("scenario", help="scenario file (YAML or JSON)")
     parser.add_argument("--json", action="store_true", help="print the Estimate as JSON")
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
+    parser.add_argument("-o", "--output", metavar="PNG", help="write the step-time breakdown figure (PNG)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     result = estimate(args.scenario, catalog_from(args), profile_from(args))
+    if args.output:
+        from perfmodel.plots import breakdown
+
+        breakdown(result).savefig(args.output, dpi=120, bbox_inches="tight")
     if args.json:
         print_json(result.model_dump(mode="json"))
         return 0
@@ -54,5 +59,5 @@ def print_estimate(result) -> None:
     if result.time_to_train_s:
         print(f"time to train    {format_quantity(result.time_to_train_s, 'time')}   ({result.gpu_hours:.4g} GPU-hours)")
     if result.interval_80:
-        print(f"80% interval     step time {format_quantity(result.interval_80['low'], 'time')}"
-              f" .. {format_quantity(result.interval_80['high'], 'time')}")
+        print(f"80% interval     step time {format_quantity(result.interval_80['step_time_low_s'], 'time')}"
+              f" .. {format_quantity(result.interval_80['step_time_high_s'], 'time')}")
