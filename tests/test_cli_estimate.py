@@ -1,0 +1,159 @@
+"""`perfmodel estimate|search|scaling|memory`: JSON keys per issue 6, human output with shares,
+infeasible scenarios exit 0, malformed ones exit 2 naming the field."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perfmodel.cli import main
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
+EXAMPLE = {path.stem: str(path) for path in EXAMPLES}
+ESTIMATE_KEYS = {"feasible", "reasons", "step_time_s", "breakdown_s", "samples_per_s", "tokens_per_s",
+                 "tflops_per_gpu", "mfu", "hfu", "gpu_utilization", "bottleneck", "memory", "time_to_train_s",
+                 "gpu_hours"}
+
+
+def run(capsys, *argv):
+    code = main([*map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, scenario, name="scenario.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_estimate_json_has_the_issue_keys(capsys, path):
+    code, out, _ = run(capsys, "estimate", path, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert ESTIMATE_KEYS <= set(data)
+    assert data["feasible"] is True and data["reasons"] == []
+    assert sum(data["breakdown_s"].values()) == pytest.approx(data["step_time_s"], rel=1e-12)
+    assert {"total", "capacity", "fits"} <= set(data["memory"])
+    has_run = "run" in yaml.safe_load(path.read_text())
+    assert (data["time_to_train_s"] is not None) == has_run and (data["gpu_hours"] is not None) == has_run
+    if data["workload"].startswith("resnet"):
+        assert data["tokens_per_s"] is None
+    else:
+        assert data["tokens_per_s"] > data["samples_per_s"]
+
+
+def test_estimate_human_output_shows_breakdown_shares(capsys):
+    code, out, _ = run(capsys, "estimate", EXAMPLE["gpt3-175b-1024xa100"])
+    data = json.loads(run(capsys, "estimate", EXAMPLE["gpt3-175b-1024xa100"], "--json")[1])
+    assert code == 0
+    for name, seconds in data["breakdown_s"].items():
+        if seconds / data["step_time_s"] >= 0.001:
+            share = f"{seconds / data['step_time_s']:.1%}"
+            assert any(line.split()[:1] == [name] and share in line for line in out.splitlines()), (name, share)
+    assert "MFU" in out and "bottleneck" in out and "time to train" in out
+
+
+def test_infeasible_estimate_is_an_answer(capsys, tmp_path):
+    path = write(tmp_path, {"workload": {"model": "gpt3-175b"},
+                            "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 4, "gpus_per_node": 4,
+                                         "intra": "nvlink3"}})
+    code, out, err = run(capsys, "estimate", path, "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert data["feasible"] is False and data["reasons"]
+    code, out, _ = run(capsys, "estimate", path)
+    assert code == 0 and "INFEASIBLE" in out
+
+
+def test_invalid_plan_is_an_answer_with_the_reason(capsys, tmp_path):
+    scenario = yaml.safe_load(Path(EXAMPLE["gpt3-175b-1024xa100"]).read_text())
+    scenario["plan"].update(tp=5, pp=1)
+    code, out, _ = run(capsys, "estimate", write(tmp_path, scenario), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["feasible"] is False and data["step_time_s"] is None
+    assert "tp does not divide the attention heads" in data["reasons"]
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda s: s["plan"].update(pipeline=4), "pipeline"),
+    (lambda s: s.update(data={"bytes_per_sample": "110 parsecs"}), "bytes_per_sample"),
+    (lambda s: s["hardware"].update(gpu="A1000-SXM"), "A1000-SXM"),
+    (lambda s: s["plan"].update(precision="fp4"), "precision"),
+    (lambda s: s["workload"].update(model="gpt5"), "gpt5"),
+])
+def test_malformed_scenario_exits_2_naming_the_field(capsys, tmp_path, edit, named):
+    scenario = yaml.safe_load(Path(EXAMPLE["gpt3-175b-1024xa100"]).read_text())
+    edit(scenario)
+    code, out, err = run(capsys, "estimate", write(tmp_path, scenario), "--json")
+    assert code == 2 and out == ""
+    assert err.startswith("perfmodel: error:") and named in err and "Traceback" not in err
+
+
+def test_missing_file_exits_2(capsys, tmp_path):
+    code, _, err = run(capsys, "estimate", tmp_path / "nope.yaml")
+    assert code == 2 and "nope.yaml" in err
+
+
+def test_search_top_5_json(capsys):
+    code, out, _ = run(capsys, "search", EXAMPLE["bert-large-8xv100"], "--top", "5", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"evaluated", "candidates", "feasible", "infeasible", "plans"} <= set(data)
+    assert 0 < len(data["plans"]) <= 5 and data["feasible"] >= len(data["plans"])
+    times = [plan["step_time_s"] for plan in data["plans"]]
+    assert times == sorted(times)
+    for plan in data["plans"]:  # fields the example fixes stay fixed
+        assert (plan["micro_batch"], plan["global_batch"], plan["precision"]) == (64, 512, "fp16")
+        assert plan["memory_total"] <= plan["memory_capacity"]
+
+
+def test_search_human_output_counts_dropped_plans(capsys):
+    code, out, _ = run(capsys, "search", EXAMPLE["bert-large-8xv100"], "--top", "3")
+    assert code == 0 and "candidate plans" in out and "dropped" in out
+
+
+def test_search_bad_top_exits_2(capsys):
+    code, _, err = run(capsys, "search", EXAMPLE["bert-large-8xv100"], "--top", "0")
+    assert code == 2 and "--top" in err
+
+
+def test_scaling_json(capsys, tmp_path):
+    scenario = yaml.safe_load(Path(EXAMPLE["resnet50-8xa100"]).read_text())
+    del scenario["plan"]["micro_batch"]  # a fixed per-GPU batch cannot strong-scale a fixed global batch
+    scenario["hardware"]["inter"] = "4 x ib-hdr"
+    code, out, _ = run(capsys, "scaling", write(tmp_path, scenario), "--gpus", "8,16,32", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["mode"] == "strong" and [row["num_gpus"] for row in data["rows"]] == [8, 16, 32]
+    for row in data["rows"]:
+        assert {"speedup", "efficiency", "step_time_s", "samples_per_s", "plan"} <= set(row)
+        assert row["efficiency"] <= 1 + 1e-9
+
+
+def test_scaling_bad_gpus_exits_2(capsys):
+    code, _, err = run(capsys, "scaling", EXAMPLE["resnet50-8xa100"], "--gpus", "8,x")
+    assert code == 2 and "--gpus" in err
+
+
+def test_memory_json(capsys):
+    code, out, _ = run(capsys, "memory", EXAMPLE["gpt3-175b-1024xa100"], "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"fits", "capacity", "headroom", "reasons", "total", "weights", "gradients", "optimizer",
+            "activations"} <= set(data)
+    assert data["fits"] is True and data["reasons"] == []
+    assert data["capacity"] == 80e9  # bytes
+    assert data["headroom"] == pytest.approx(data["capacity"] - data["total"])
+    assert data["weights"] > 1e9  # 175B / (tp 8 x pp 16) parameters in 16 bits: bytes, not GB
+
+
+def test_memory_json_infeasible(capsys, tmp_path):
+    path = write(tmp_path, {"workload": {"model": "gpt3-175b"},
+                            "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 4, "gpus_per_node": 4,
+                                         "intra": "nvlink3"}})
+    code, out, _ = run(capsys, "memory", path, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is False and data["headroom"] < 0 and data["reasons"]
