@@ -86,6 +86,24 @@ def time_loop(scenario, catalog, plans: dict, sample: int, rng) -> tuple[float, 
     return time.perf_counter() - start, len(cases)
 
 
+def time_batch_evaluate(scenario, catalog, copies: int = 200):
+    """Plans and seconds for one evaluate() call on ``copies`` x the scenario's valid plans."""
+    from perfmodel.estimate import resolve
+    from perfmodel.evaluate import evaluate
+    from perfmodel.plans import check_plans
+    from perfmodel.profile import default_profile
+
+    scenario, workload, cluster = resolve(scenario, catalog)
+    plans = search_module.enumerate_plans(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node)
+    valid = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node) == 0
+    batch = {name: np.tile(values[valid], copies) for name, values in plans.items()}
+    arguments = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=default_profile())
+    evaluate(workload, cluster, batch, **arguments)  # warm the op-table cache
+    start = time.perf_counter()
+    evaluate(workload, cluster, batch, **arguments)
+    return len(batch["tp"]), time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="search runs per scenario (best kept)")
@@ -124,6 +142,9 @@ def main() -> None:
         search_module.search(next(iter(SCENARIOS.values())), catalog)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    batch, batch_seconds = time_batch_evaluate(next(iter(SCENARIOS.values())), catalog)
+    print(f"evaluate() alone on {batch} plans in one call: {batch / batch_seconds:.0f} plans/s "
+          "(search's fixed cost per call, ~10 ms, dominates at a few thousand valid plans)")
     rate = total_plans / total_search
     loop_rate = total_looped / total_loop
     print(f"plans/s: {rate:.0f}; vs per-plan loop: {rate / loop_rate:.0f}")

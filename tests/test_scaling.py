@@ -59,8 +59,6 @@ def test_bad_arguments_are_value_errors(mode, counts, match):
         scaling(RESNET, counts, mode)
 
 
-@pytest.mark.xfail(strict=True, reason="strong scaling keeps the example's micro_batch 256 fixed, so 2048 images "
-                   "cannot spread over 16 GPUs; and the example has no inter-node network (see H10 report)")
 def test_strong_scaling_of_the_resnet_example_has_a_plan_at_every_count():
     from pathlib import Path
 

@@ -31,6 +31,7 @@ from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, recompute
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.profile import Parameter, register
+from perfmodel.workloads.ops import unique_plan_shapes
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",
              "dp_comm", "zero_gather", "optimizer", "overhead", "input")
@@ -77,10 +78,8 @@ OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", Tru
 
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
-    keys = np.stack([micro_batch, tp, cp], axis=1)
-    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    table = workload.ops(unique[:, 0], unique[:, 1], unique[:, 2], precision=precision, flash_attention=flash)
+    unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
+    table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     forward, backward = compute.op_times(table, gpu, precision, profile)
     repeat = table.per_op("repeat")
     layer = table.mask(placement="layer")

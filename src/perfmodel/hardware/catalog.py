@@ -178,7 +178,7 @@ def catalog_schema() -> dict[str, Any]:
 def _read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+            data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except OSError as error:
         raise CatalogError(f"{path}: cannot read catalog file ({error.strerror})") from None
     except yaml.YAMLError as error:
@@ -238,12 +238,33 @@ def _check_references(catalog: Catalog, origin: dict[tuple[str, str], str]) -> N
         raise CatalogError("\n".join(problems))
 
 
+_LOADED: dict[tuple, Catalog] = {}
+
+
 def load_catalog(*extra_files: str | Path, include_env: bool = True) -> Catalog:
-    """The shipped catalog merged with ``extra_files`` (and ``PERFMODEL_CATALOG``), later wins."""
+    """The shipped catalog merged with ``extra_files`` (and ``PERFMODEL_CATALOG``), later wins.
+
+    Parsed catalogs are kept per (file, modification time) list, so repeated calls are cheap and
+    an edited file is read again; the returned Catalog is shared: do not modify it in place.
+    """
     files: list[str | Path] = [shipped_data_path("hardware_catalog.yaml")]
     if include_env and os.environ.get("PERFMODEL_CATALOG"):
         files += [p for p in os.environ["PERFMODEL_CATALOG"].split(os.pathsep) if p]
     files += list(extra_files)
+    key = tuple((str(path), _modified(path)) for path in files)
+    if key not in _LOADED:
+        _LOADED[key] = _merge(files)
+    return _LOADED[key]
+
+
+def _modified(path) -> float | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None  # reading it reports the error
+
+
+def _merge(files: list[str | Path]) -> Catalog:
     merged: dict[str, dict[str, BaseModel]] = {section: {} for section in SECTIONS}
     origin: dict[tuple[str, str], str] = {}
     for path in files:

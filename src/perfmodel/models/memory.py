@@ -20,6 +20,7 @@ import numpy as np
 
 from perfmodel.models import recompute as rc
 from perfmodel.profile import Parameter, register
+from perfmodel.workloads.ops import unique_plan_shapes
 from perfmodel.units import format_quantity
 
 __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per_param",
@@ -409,9 +410,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
               "bucket_bytes": profile.get("ddp_bucket_bytes"),
               "framework_bytes": profile.get("framework_memory_bytes"),
               "fragmentation": profile.get("allocator_fragmentation")}
-    unique, inverse = np.unique(np.stack([mb, tp, cp]), axis=1, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    table = workload.ops(unique[0], unique[1], unique[2], precision=precision, flash_attention=flash_attention)
+    unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(mb, tp, cp)
+    table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash_attention)
 
     if workload.family != "transformer":
         saved = table.saved_bytes * table.per_op("repeat")

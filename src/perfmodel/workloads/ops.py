@@ -112,3 +112,17 @@ class OpTable:
         """Backward bytes per op instance: GEMM-like ops move about what the forward moved
         twice (two GEMMs), memory-bound ops read the gradient and saved input and write one."""
         return self.bytes * BACKWARD_BYTES_FACTOR
+
+
+def unique_plan_shapes(micro_batch, tp, cp) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (micro_batch, tp, cp) triples of many plans and, per plan, the index of its triple.
+
+    Op tables depend on these three numbers only, so a search over a million plans builds and
+    times the ops of a few dozen triples and gathers the results with ``inverse``.  Each triple is
+    packed into one integer (micro-batch < 2**31, tp and cp < 2**16) for a flat ``np.unique``.
+    """
+    micro_batch, tp, cp = (np.asarray(a, dtype=np.int64).ravel() for a in (micro_batch, tp, cp))
+    if np.any(tp >= 2**16) or np.any(cp >= 2**16) or np.any(micro_batch >= 2**31):
+        raise ValueError("micro_batch, tp or cp out of range for plan packing")
+    keys, inverse = np.unique((micro_batch << 32) | (tp << 16) | cp, return_inverse=True)
+    return keys >> 32, (keys >> 16) & 0xFFFF, keys & 0xFFFF, inverse.ravel()
