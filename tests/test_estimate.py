@@ -97,12 +97,15 @@ def test_doubling_dp_gpus_never_more_than_doubles_throughput(model, gpu, num_gpu
 def ideal_network(tmp_path_factory):
     """A user catalog that overrides the links the GPT-3 scenario uses with 1e18 B/s and 0 s
     latency, and a profile with every collective latency floor at the lowest value it allows
-    (collective_base_latency and nvls_latency 1 us, no pipeline fill): only those floors remain."""
+    (collective_base_latency and nvls_latency 1 us, link latencies 0.1 us, no pipeline fill): only
+    those floors remain (a calibrated link latency in the profile overrides the catalog's)."""
     path = tmp_path_factory.mktemp("catalog") / "ideal.yaml"
     links = [{"name": name, "kind": kind, "bandwidth_per_direction": 1e18, "latency": 0.0,
               "source": "test: ideal link"} for name, kind in (("nvlink3", "nvlink"), ("ib-hdr", "infiniband"))]
     path.write_text(yaml.safe_dump({"links": links}))
-    profile = default_profile().with_values(collective_base_latency=1e-6, nvls_latency=1e-6, pipeline_fill=0.0)
+    floors = {"collective_base_latency": 1e-6, "nvls_latency": 1e-6, "pipeline_fill": 0.0,
+              "link_latency[nvlink]": 1e-7, "link_latency[infiniband]": 1e-7}
+    profile = default_profile().with_values(**floors)
     return load_catalog(str(path)), profile
 
 

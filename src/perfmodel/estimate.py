@@ -104,6 +104,9 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     """Estimate one scenario (a :class:`Scenario`, a file path, or a dict)."""
     scenario, workload, cluster = resolve(scenario, catalog)
     profile = profile or default_profile()
+    searched = {}
+    if any(getattr(scenario.plan, field) is None for field in SEARCHED_FIELDS):
+        scenario, searched = _fill_by_search(scenario, catalog, profile)
     plan = resolve_plan(scenario.plan, cluster.num_gpus, cluster.gpu, workload.family)
     cluster.gpu.peak(plan["precision"])  # a precision the GPU lacks is a malformed scenario
     base = {"workload": workload.name, "hardware": hardware_summary(cluster), "plan": plan,
@@ -124,10 +127,33 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                                  np.ones(int(valid.sum()), dtype=bool))
     chosen = candidates[int(np.flatnonzero(valid)[index])]
     base["plan"] = chosen
-    if len(choices) > 1:
+    if searched:
+        base["assumptions"]["chosen_by_search"] = searched
+    elif len(choices) > 1:
         base["assumptions"]["chosen_by_estimator"] = {
             key: chosen[key] for key in ("recompute", "zero") if getattr(scenario.plan, key) is None}
     return from_arrays(result, index, workload, cluster, scenario.run, profile, base)
+
+
+# plan fields that estimate() lets the search choose when a scenario leaves them out
+SEARCHED_FIELDS = ("tp", "pp", "micro_batch")
+
+
+def _fill_by_search(scenario: Scenario, catalog, profile) -> tuple[Scenario, dict]:
+    """The scenario with its open tp / pp / micro-batch (and recompute / ZeRO) set to the fastest
+    plan that fits, context parallelism and interleaving off unless given; unchanged (and {}) when
+    no plan fits, so the defaults then explain why."""
+    from perfmodel.search import search
+
+    plan = scenario.plan.model_copy(update={"cp": scenario.plan.cp or 1, "vp": scenario.plan.vp or 1})
+    frame = search(scenario.model_copy(update={"plan": plan}), catalog, profile, top=1)
+    if not len(frame):
+        return scenario, {}
+    best = frame.iloc[0]
+    fields = [f for f in SEARCHED_FIELDS + ("recompute", "zero") if getattr(plan, f) is None]
+    chosen = {f: (str(best[f]) if f == "recompute" else int(best[f])) for f in fields}
+    chosen["dp"] = int(best["dp"])
+    return scenario.model_copy(update={"plan": plan.model_copy(update=chosen)}), chosen
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,

@@ -80,7 +80,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
-    forward, backward = compute.op_times(table, gpu, precision, profile)
+    forward, backward = compute.op_times(table, gpu, precision, profile,
+                                         sustained=profile.get("sustained_clock_fraction", gpu.architecture))
     repeat = table.per_op("repeat")
     layer = table.mask(placement="layer")
     attention = table.mask(kind=("attention", "softmax"), placement="layer")

@@ -14,9 +14,9 @@ earlier values fixed:
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
-   overhead) and refit the matmul efficiency together with the GEMM rows: GEMMs inside a training
-   step run below the best isolated shape (sustained clocks under the power limit, shapes, L2
-   sharing), and the GEMM rows keep the value tied to what a GEMM alone reaches.
+   overhead, the clock a whole step sustains) and refit the small-GEMM penalty
+   (``matmul_k_overhead``) together with the GEMM rows, which keep it tied to what a GEMM alone
+   shows.
 
 Uncertainty: one standard error per value from the Jacobian at the solution,
 cov = (J^T J)^-1 s^2 with s^2 the residual variance (delta method back to parameter units).
@@ -42,8 +42,8 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
     ("train", ("train", "gemm"),
-     ("matmul_efficiency", "matmul_k_overhead", "attention_efficiency", "conv_efficiency", "elementwise_fusion",
-      "dp_overlap", "overlap_interference",
+     ("sustained_clock_fraction", "matmul_k_overhead", "attention_efficiency", "conv_efficiency",
+      "elementwise_fusion", "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
 
@@ -117,10 +117,14 @@ def _fit_stage(rows, keys, profile, catalog):
     width = np.array([p.prior_log_sigma for p in parameters])
 
     def to_x(values):
-        return np.where(logs, np.log(np.maximum(values, 1e-300)), values)
+        out = np.array(values, dtype=float)
+        out[logs] = np.log(np.maximum(out[logs], 1e-300))
+        return out
 
     def from_x(x):
-        return np.where(logs, np.exp(x), x)
+        out = np.array(x, dtype=float)
+        out[logs] = np.exp(out[logs])
+        return out
 
     lower, upper = to_x(low), to_x(high)
     x0 = np.clip(to_x(start), lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))

@@ -36,6 +36,9 @@ def print_estimate(result) -> None:
     plan = result.plan
     print("plan: " + " ".join(f"{k}={plan[k]}" for k in ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch",
                                                           "global_batch", "recompute", "zero")))
+    chosen = result.assumptions.get("chosen_by_search") or result.assumptions.get("chosen_by_estimator")
+    if chosen:
+        print("      (not fixed by the scenario, chosen as the fastest that fits: " + ", ".join(chosen) + ")")
     if not result.feasible:
         print("INFEASIBLE:")
         for reason in result.reasons:

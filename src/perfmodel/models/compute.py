@@ -82,6 +82,14 @@ register(
                "1630 of 2000 (0.815); mean 0.78",
         per="architecture"),
     Parameter(
+        name="sustained_clock_fraction", default=1.0, low=0.4, high=1.0, unit="fraction of kernel peak",
+        description="share of an isolated kernel's compute rate that a GPU sustains through whole training "
+                    "steps (clocks drop under the board power limit; kernels share L2 and HBM)",
+        source="prior 1 (no derate); NVIDIA GPUs lower their SM clock to stay within TDP under sustained "
+               "tensor-core load (nvidia-smi 'SW Power Cap' throttling; kernel.csv K0028: H100 fp16 GEMM "
+               "668 TFLOP/s on long 10240^3 runs vs 760 at 4096^3); fitted per architecture on training rows",
+        per="architecture"),
+    Parameter(
         name="elementwise_fusion", default=0.0, low=0.0, high=0.9, unit="fraction of bytes",
         description="share of the memory traffic of element-wise ops (activations, dropout, residual adds, "
                     "bias) that training frameworks save by fusing them into neighbouring kernels",
@@ -233,8 +241,8 @@ def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: Calibrat
             profile.get("kernel_launch_overhead"))
 
 
-def op_times(table: OpTable, gpu: GPU, precision: str,
-             profile: CalibrationProfile) -> tuple[np.ndarray, np.ndarray]:
+def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+             sustained: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
     Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops use
@@ -242,10 +250,13 @@ def op_times(table: OpTable, gpu: GPU, precision: str,
     eta_compute of 1 (they are memory-bound).  Ops marked ``fp32`` (norms, softmax, loss under
     AMP) run at the FP32 peak.  Backward uses ``table.backward_flops()``/``backward_bytes()`` with
     the same efficiencies and one kernel launch per op and pass.  Element-wise ops move only the
-    unfused share ``1 - elementwise_fusion`` of their bytes.  Parameters come from ``profile``
-    for the group ``gpu.architecture``.
+    unfused share ``1 - elementwise_fusion`` of their bytes.  ``sustained`` scales the compute
+    peaks (a whole training step holds a lower clock than an isolated kernel; see the
+    ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
+    ``gpu.architecture``.
     """
-    inputs = _roofline_inputs(table, gpu, precision, profile)
+    peak, *rest = _roofline_inputs(table, gpu, precision, profile)
+    inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
     return (roofline_time(table.flops, table.bytes * unfused, *inputs),
             roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
