@@ -56,11 +56,16 @@ class Estimate(BaseModel):
     assumptions: dict[str, Any] = Field(default_factory=dict)
 
 
-def bottleneck_of(breakdown: dict[str, float]) -> str:
-    """The category (compute, TP communication, pipeline bubble, ...) with the largest share."""
+def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0) -> str:
+    """The category (compute, memory bandwidth, TP communication, pipeline bubble, ...) with the
+    largest share of the step; GPU work counts as "memory bandwidth" when most of it is spent in
+    ops that are memory-bound on the roofline (``memory_bound_share`` > 1/2)."""
     totals: dict[str, float] = {}
     for name, seconds in breakdown.items():
-        totals[BOTTLENECK_OF[name]] = totals.get(BOTTLENECK_OF[name], 0.0) + seconds
+        category = BOTTLENECK_OF[name]
+        if category == "compute" and memory_bound_share > 0.5:
+            category = "memory bandwidth"
+        totals[category] = totals.get(category, 0.0) + seconds
     return max(totals, key=totals.get)
 
 
@@ -178,7 +183,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         mfu=value["mfu"],
         hfu=value["hfu"],
         gpu_utilization=value["gpu_utilization"],
-        bottleneck=bottleneck_of(breakdown),
+        bottleneck=bottleneck_of(breakdown, value["memory_bound_share"]),
         memory=memory,
         **base,
     )

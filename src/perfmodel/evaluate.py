@@ -80,9 +80,10 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
-    forward, backward = compute.op_times(table, gpu, precision, profile,
-                                         sustained=profile.get("sustained_clock_fraction", gpu.architecture))
+    sustained = profile.get("sustained_clock_fraction", gpu.architecture)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained)
     repeat = table.per_op("repeat")
+    op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
     attention = table.mask(kind=("attention", "softmax"), placement="layer")
     terms = {
@@ -98,6 +99,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "layer_params": table.total("params", placement="layer"),
         "pre_params": table.total("params", placement="pre"),
         "post_params": table.total("params", placement="post"),
+        "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
+                               ).sum(axis=0) / op_seconds.sum(axis=0),
     }
     return {name: value[inverse] for name, value in terms.items()}
 
@@ -227,6 +230,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     out["hfu"] = (model_flops + recompute_flops) / step_time / num_gpus / peak
     out["gpu_utilization"] = (breakdown["forward"] + breakdown["backward"] + breakdown["recompute"]) / step_time
     out["num_micro_batches"] = micro_batches
+    out["memory_bound_share"] = c["memory_bound_share"]
 
     # --- memory per GPU
     mem = memory.plan_memory(workload, gpu, plans, precision=precision, optimizer=optimizer,

@@ -28,7 +28,7 @@ from perfmodel.workloads.ops import OpTable
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "wave_quantization", "tile_padding", "matmul_efficiency",
     "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "roofline_points",
+    "op_peaks", "op_times", "memory_bound", "roofline_points",
 ]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -260,6 +260,14 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
     return (roofline_time(table.flops, table.bytes * unfused, *inputs),
             roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
+
+
+def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+                 sustained: float = 1.0) -> np.ndarray:
+    """True for the ops whose memory time exceeds their compute time on the roofline, same
+    shape as the table's columns (the forward and backward passes have the same intensity)."""
+    peak, bandwidth, eta_c, eta_m, _ = _roofline_inputs(table, gpu, precision, profile)
+    return table.bytes / (bandwidth * eta_m) > table.flops / (peak * sustained * eta_c)
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
