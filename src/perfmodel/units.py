@@ -148,11 +148,9 @@ def format_quantity(value: float, dimension: str, digits: int = 4) -> str:
     if dimension == "time":
         for unit, scale in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0),
                             ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-            if abs(value) >= scale or unit == "ns":
+            if abs(value) >= scale:
                 return f"{value / scale:.{digits}g} {unit}"
+        return f"{value:.{digits}g} s"  # below a nanosecond (or zero): plain seconds
     unit = _FORMAT_UNITS[dimension]
-    for prefix in ("E", "P", "T", "G", "M", "k", ""):
-        scale = _DECIMAL[prefix]
-        if abs(value) >= scale or prefix == "":
-            return f"{value / scale:.{digits}g} {prefix}{unit}".rstrip()
-    raise AssertionError("unreachable")
+    prefix = next((p for p in ("E", "P", "T", "G", "M", "k") if abs(value) >= _DECIMAL[p]), "")
+    return f"{value / _DECIMAL[prefix]:.{digits}g} {prefix}{unit}".rstrip()
