@@ -18,7 +18,8 @@ earlier values fixed:
    (``matmul_k_overhead``) together with the GEMM rows, which keep it tied to what a GEMM alone
    shows.
 
-Uncertainty: one standard error per value from the Jacobian at the solution,
+Architectures with no rows of their own take the geometric mean of the fitted ones
+(:func:`pool_groups`).  Uncertainty: one standard error per value from the Jacobian at the solution,
 cov = (J^T J)^-1 s^2 with s^2 the residual variance (delta method back to parameter units).
 """
 
@@ -46,6 +47,13 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "elementwise_fusion", "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
+
+# measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
+# parameter gets one value per group found in those rows only
+INFORMED_BY = {
+    "matmul_efficiency": ("gemm",), "matmul_k_overhead": ("gemm", "train"), "memory_efficiency": ("memcpy",),
+    "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
+}
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit
 MAX_EVALUATIONS = 25  # trust-region steps per stage (each also costs one Jacobian)
@@ -87,16 +95,34 @@ def _present(value) -> bool:
 
 
 def parameter_keys(names, rows, catalog) -> list[str]:
-    """Profile keys to fit: ``name`` or ``name[group]`` for each group the rows exercise."""
-    groups = row_groups(rows, catalog)
+    """Profile keys to fit: ``name``, or ``name[group]`` for each group that the rows informing
+    the parameter (:data:`INFORMED_BY`) exercise."""
     keys = []
     for name in names:
         parameter = PARAMETERS[name]
         if parameter.per is None:
             keys.append(name)
-        else:
-            keys += [f"{name}[{group}]" for group in sorted(groups[parameter.per])]
+            continue
+        informing = rows[rows["kind"].isin(INFORMED_BY.get(name, rows["kind"].unique()))]
+        keys += [f"{name}[{group}]" for group in sorted(row_groups(informing, catalog)[parameter.per])]
     return keys
+
+
+def pool_groups(values: dict[str, float], uncertainty: dict[str, float]) -> None:
+    """Partial pooling: a grouped parameter without sourced per-group defaults gets an ungrouped
+    value, the geometric mean of its fitted groups (uncertainty: their spread), which
+    :meth:`CalibrationProfile.get` uses for groups with no rows of their own (a new GPU
+    architecture is then predicted like the average known one, not by the bare prior)."""
+    by_name: dict[str, list[float]] = {}
+    for key, value in values.items():
+        name, group = split_key(key)
+        if group is not None and not PARAMETERS[name].group_defaults and value > 0:
+            by_name.setdefault(name, []).append(value)
+    for name, group_values in by_name.items():
+        if len(group_values) >= 2:
+            logs = np.log(group_values)
+            values[name] = float(np.exp(logs.mean()))
+            uncertainty[name] = float(values[name] * logs.std(ddof=1))
 
 
 def _transform(parameter):
@@ -198,6 +224,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         summary[stage] = {"rows": int(len(rows)), "parameters": len(keys),
                           "mape_before": float(before.mean()), "mape_after": float(after_ape.mean()),
                           "evaluations": int(result.nfev), "converged": bool(result.success)}
+    pool_groups(values, uncertainty)
     provenance = {
         "name": "calibrated",
         "created": dt.date.today().isoformat(),
