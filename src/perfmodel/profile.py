@@ -140,9 +140,18 @@ def load_profile(path: str | Path) -> CalibrationProfile:
         raise ValueError(f"{path}: {error}") from None
 
 
+_SHIPPED: dict[int, CalibrationProfile] = {}
+
+
 def default_profile() -> CalibrationProfile:
-    """The shipped profile, or the registered defaults when none is shipped yet."""
+    """The shipped profile (read once per file version), or the registered defaults when none is
+    shipped.  The returned profile is shared: use ``with_values`` or ``model_copy`` to vary it."""
     from perfmodel.hardware.catalog import shipped_data_path
 
     path = shipped_data_path("calibration", "default.yaml")
-    return load_profile(path) if path.exists() else CalibrationProfile()
+    if not path.exists():
+        return CalibrationProfile()
+    version = path.stat().st_mtime_ns
+    if version not in _SHIPPED:
+        _SHIPPED[version] = load_profile(path)
+    return _SHIPPED[version]
