@@ -95,8 +95,8 @@ def time_batch_evaluate(scenario, catalog, copies: int = 200):
 
     scenario, workload, cluster = resolve(scenario, catalog)
     plans = search_module.enumerate_plans(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node)
-    valid = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node) == 0
-    batch = {name: np.tile(values[valid], copies) for name, values in plans.items()}
+    valid = search_module.select(plans, check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node) == 0)
+    batch = {name: np.tile(values, copies) for name, values in valid.items()}
     arguments = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=default_profile())
     evaluate(workload, cluster, batch, **arguments)  # warm the op-table cache
     start = time.perf_counter()

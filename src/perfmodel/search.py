@@ -17,7 +17,7 @@ from perfmodel.plans import (INVALID_REASONS, PLAN_FIELDS, RECOMPUTE_CODES, chec
                              default_precision)
 from perfmodel.profile import default_profile
 
-__all__ = ["search", "enumerate_plans", "best_estimate"]
+__all__ = ["search", "enumerate_plans", "select", "best_estimate"]
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -32,7 +32,7 @@ def _choices(fixed, default: list[int]) -> list[int]:
 
 def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int,
                     flash_attention: bool = True) -> dict[str, np.ndarray]:
-    """Candidate plans (before validity checks) as arrays of :data:`PLAN_FIELDS`.
+    """Candidate plans (before validity checks) as a grid of :data:`PLAN_FIELDS`.
 
     Open fields range over: tp and cp powers of two up to a node, pp the divisors of the layer
     count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the per-GPU batch,
@@ -41,6 +41,9 @@ def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int,
     others.  Without a global batch the search keeps one micro-batch of 1 (transformers) or 32
     (CNNs) per data-parallel rank at the smallest data-parallel degree, so every plan trains on
     the same number of samples per step.
+
+    Each field is an integer array shaped to broadcast over the grid (one axis per open field),
+    so rules can be checked without materialising the grid; :func:`select` gathers plans from it.
     """
     transformer = workload.family == "transformer"
     node_powers = [p for p in POWERS_OF_TWO if p <= gpus_per_node]
@@ -55,18 +58,24 @@ def enumerate_plans(plan, workload, num_gpus: int, gpus_per_node: int,
     per_rank_default = 1 if transformer else 32
     global_batch = plan.global_batch or num_gpus * per_rank_default
     micro = _choices(plan.micro_batch, [p for p in POWERS_OF_TWO if p <= max(1, global_batch)])
-    axes = np.meshgrid(*(np.asarray(a, dtype=np.int64) for a in (tp, pp, cp, vp, micro, recompute, zero)),
-                       indexing="ij")
-    plans = {name: axis.ravel() for name, axis in
-             zip(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"), axes)}
+    axes = (tp, pp, cp, vp, micro, recompute, zero)
+    plans = {name: np.asarray(values, dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(axes))])
+             for axis, (name, values) in enumerate(zip(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"),
+                                                       axes))}
     plans["dp"] = np.maximum(1, num_gpus // (plans["tp"] * plans["pp"] * plans["cp"]))
     if plan.dp is not None:
         plans["dp"] = np.full_like(plans["dp"], plan.dp)
-    plans["global_batch"] = np.full_like(plans["dp"], global_batch)
-    plans["recompute_every"] = np.full_like(plans["dp"], plan.recompute_every or 1)
+    plans["global_batch"] = np.array(global_batch, dtype=np.int64)
+    plans["recompute_every"] = np.array(plan.recompute_every or 1, dtype=np.int64)
     sequence_parallel = plan.sequence_parallel if plan.sequence_parallel is not None else True
-    plans["sequence_parallel"] = (plans["tp"] > 1) & sequence_parallel
-    return {name: plans[name].astype(np.int64) for name in PLAN_FIELDS}
+    plans["sequence_parallel"] = ((plans["tp"] > 1) & sequence_parallel).astype(np.int64)
+    return {name: plans[name] for name in PLAN_FIELDS}
+
+
+def select(plans: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
+    """The plans of a broadcast grid where ``keep`` (grid-shaped, boolean) is true, as 1-D arrays."""
+    index = np.nonzero(keep)
+    return {name: np.broadcast_to(values, keep.shape)[index] for name, values in plans.items()}
 
 
 def search(scenario, catalog=None, profile=None, *, top: int | None = None):
@@ -93,24 +102,23 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None):
         hits = int(np.count_nonzero(mask >> bit & 1))
         if hits:
             counts[reason] = hits
-    valid = {name: values[mask == 0] for name, values in plans.items()}
-    result = evaluate(workload, cluster, valid, precision=precision, flash_attention=flash,
-                      optimizer=plan.optimizer or "adam", profile=profile, data=scenario.data) if len(valid["tp"]) else {}
-    names = np.array(list(RECOMPUTE_CODES))
-    columns = {name: valid[name] for name in PLAN_FIELDS}
-    columns["recompute"] = names[valid["recompute"]]
-    columns.update(result)
+    valid = select(plans, mask == 0)
+    columns = dict(valid)
+    if len(valid["tp"]):
+        columns.update(evaluate(workload, cluster, valid, precision=precision, flash_attention=flash,
+                                optimizer=plan.optimizer or "adam", profile=profile, data=scenario.data))
+        fits = columns["memory_fits"].astype(bool)
+        if not fits.all():
+            counts["does not fit in GPU memory"] = int(np.count_nonzero(~fits))
+        order = np.flatnonzero(fits)[np.argsort(columns["step_time_s"][fits], kind="stable")]
+        columns = {name: values[order] for name, values in columns.items()}
+        columns["fits"] = np.ones(len(order), dtype=bool)
+    columns["recompute"] = np.array(list(RECOMPUTE_CODES))[columns["recompute"]]
     frame = pd.DataFrame(columns)
     frame["precision"] = precision
-    if len(frame):
-        frame["fits"] = frame["memory_fits"].astype(bool)
-        no_fit = int((~frame["fits"]).sum())
-        if no_fit:
-            counts["does not fit in GPU memory"] = no_fit
-        frame = frame[frame["fits"]].sort_values("step_time_s", kind="stable").reset_index(drop=True)
     frame.attrs["infeasible"] = counts
     frame.attrs["evaluated"] = int(len(valid["tp"]))
-    frame.attrs["candidates"] = int(len(plans["tp"]))
+    frame.attrs["candidates"] = int(mask.size)
     frame.attrs["hardware"] = hardware_summary(cluster)
     frame.attrs["workload"] = workload.name
     return frame.head(top) if top else frame
