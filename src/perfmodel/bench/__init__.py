@@ -55,6 +55,12 @@ class Context:
         self.rows.append(row)
         return row
 
+    def choose(self, quick: bool, gpu_full, gpu_quick, cpu_full, cpu_quick):
+        """The sweep for this device: GPU or CPU sizes, full or quick."""
+        if self.device.type == "cuda":
+            return gpu_quick if quick else gpu_full
+        return cpu_quick if quick else cpu_full
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -62,10 +62,7 @@ def run(ctx: Context, quick: bool = False) -> None:
     started = _start_group(ctx)
     ctx.rank = dist.get_rank()
     try:
-        if ctx.device.type == "cuda":
-            sizes = GPU_QUICK_SIZES if quick else GPU_SIZES
-        else:
-            sizes = CPU_QUICK_SIZES if quick else CPU_SIZES
+        sizes = ctx.choose(quick, GPU_SIZES, GPU_QUICK_SIZES, CPU_SIZES, CPU_QUICK_SIZES)
         for size in sizes:
             allreduce(ctx, size)
     finally:

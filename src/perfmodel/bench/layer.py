@@ -100,10 +100,7 @@ def layer(ctx: Context, hidden: int, heads: int, seq_len: int, micro_batch: int,
 
 
 def run(ctx: Context, quick: bool = False) -> None:
-    if ctx.device.type == "cuda":
-        shapes = GPU_QUICK_SHAPES if quick else GPU_SHAPES
-    else:
-        shapes = CPU_QUICK_SHAPES if quick else CPU_SHAPES
+    shapes = ctx.choose(quick, GPU_SHAPES, GPU_QUICK_SHAPES, CPU_SHAPES, CPU_QUICK_SHAPES)
     for shape in shapes:
         try:
             layer(ctx, *shape)

@@ -31,9 +31,6 @@ def memcpy(ctx: Context, size: int) -> dict:
 
 
 def run(ctx: Context, quick: bool = False) -> None:
-    if ctx.device.type == "cuda":
-        sizes = GPU_QUICK_SIZES if quick else GPU_SIZES
-    else:
-        sizes = CPU_QUICK_SIZES if quick else CPU_SIZES
+    sizes = ctx.choose(quick, GPU_SIZES, GPU_QUICK_SIZES, CPU_SIZES, CPU_QUICK_SIZES)
     for size in sizes:
         memcpy(ctx, size)

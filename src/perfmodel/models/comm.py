@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.models import checks
 from perfmodel.profile import CalibrationProfile, Parameter, default_profile, register
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "collective_time", "algorithm_times", "link_numbers",
@@ -148,22 +149,13 @@ def busbw(collective: str, message_bytes, time, n):
 
 def p2p_time(message_bytes, bandwidth, latency):
     """One point-to-point send (pipeline stage to stage): ``latency + bytes / bandwidth`` (Hockney)."""
-    size = _positive("message_bytes", message_bytes)
-    return np.asarray(latency, dtype=float) + size / _positive("bandwidth", bandwidth)
+    size = checks.positive("message_bytes", message_bytes)
+    return np.asarray(latency, dtype=float) + size / checks.positive("bandwidth", bandwidth)
 
 
 def _check_collective(collective: str) -> None:
     if collective not in COLLECTIVES:
         raise ValueError(f"collective {collective!r} is unknown; allowed: {', '.join(COLLECTIVES)}")
-
-
-def _positive(name: str, value, allow_zero: bool = False):
-    array = np.asarray(value, dtype=float)
-    bad = ~np.isfinite(array) | ((array < 0) if allow_zero else (array <= 0))
-    if np.any(bad):
-        shown = array[bad].flat[0] if array.ndim else float(array)
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}; got {shown:g}")
-    return array
 
 
 def _whole(name: str, value):
@@ -187,21 +179,21 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
     docstring).
     """
     _check_collective(collective)
-    n = _positive("message_bytes", message_bytes)
+    n = checks.positive("message_bytes", message_bytes)
     p = _whole("group_size", group_size)
     g = np.minimum(_whole("members_per_node", members_per_node), p)
     nodes = np.ceil(p / g)
     multi = nodes > 1
-    intra_raw = _positive("intra_bandwidth", intra_bandwidth)
+    intra_raw = checks.positive("intra_bandwidth", intra_bandwidth)
     intra = intra_raw * _fraction("intra_efficiency", intra_efficiency)
-    inter_raw = _positive("inter_bandwidth", inter_bandwidth, allow_zero=True)
+    inter_raw = checks.nonnegative("inter_bandwidth", inter_bandwidth)
     if np.any(multi & (inter_raw <= 0)):
         raise ValueError("inter_bandwidth must be > 0 when the group spans nodes (group_size > members_per_node)")
     inter = np.where(multi, inter_raw, 1.0) * _fraction("inter_efficiency", inter_efficiency)
-    a_i = _positive("intra_latency", intra_latency, allow_zero=True)
-    a_n = np.where(multi, _positive("inter_latency", inter_latency, allow_zero=True), 0.0)
-    a_0 = _positive("base_latency", base_latency, allow_zero=True)
-    fill = _positive("pipeline_fill", pipeline_fill, allow_zero=True)
+    a_i = checks.nonnegative("intra_latency", intra_latency)
+    a_n = np.where(multi, checks.nonnegative("inter_latency", inter_latency), 0.0)
+    a_0 = checks.nonnegative("base_latency", base_latency)
+    fill = checks.nonnegative("pipeline_fill", pipeline_fill)
     shape = np.broadcast(n, p, g, intra, inter, a_i, a_n, a_0, fill).shape
     slowest = np.where(multi, np.minimum(intra, inter), intra)
     parts: dict[str, tuple] = {}  # algorithm -> (latency L, transfer time W)
@@ -226,7 +218,7 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
                          n * np.maximum(1.0 / intra, per_node / inter)
                          / _fraction("tree_efficiency", tree_efficiency))
         nvls_ok = np.asarray(nvls, dtype=bool) & (g > 1)
-        parts["nvls"] = (a_0 + _positive("nvls_latency", nvls_latency, allow_zero=True) + inter_latency_phase,
+        parts["nvls"] = (a_0 + checks.nonnegative("nvls_latency", nvls_latency) + inter_latency_phase,
                          np.where(nvls_ok, n / (intra_raw * _fraction("nvls_efficiency", nvls_efficiency))
                                   + inter_phase, np.inf))
     times = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.models import checks
 from perfmodel.models import recompute as rc
 from perfmodel.profile import Parameter, register
 from perfmodel.workloads.ops import unique_plan_shapes
@@ -61,20 +62,6 @@ _STATE = {  # (weights, gradients, optimizer) bytes per parameter
 }
 
 
-def _check_nonnegative(name, value):
-    value = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(value)) or np.any(value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value.tolist()}")
-    return value
-
-
-def _check_count(name, value, low=1):
-    array = np.asarray(value, dtype=float)
-    if np.any(array < low) or np.any(array != np.floor(array)):
-        raise ValueError(f"{name} must be an integer >= {low}, got {array.tolist()}")
-    return array
-
-
 def _check_divides(name, value, divisor_name, divisor):
     if np.any(np.asarray(value) % np.asarray(divisor) != 0):
         raise ValueError(f"{divisor_name}={np.asarray(divisor).tolist()} does not divide "
@@ -106,8 +93,8 @@ def model_state_bytes(params, dp=1, zero=0, precision="bf16", optimizer="adam") 
     1 divides the optimizer state by ``dp``, stage 2 also the gradients, stage 3 also the weights
     (Rajbhandari et al. 2020, Fig. 1: 7.5B parameters on 64 GPUs, 120 GB -> 31.4 / 16.6 / 1.9 GB).
     """
-    params = _check_nonnegative("params", params)
-    dp = _check_count("dp", dp)
+    params = checks.nonnegative("params", params)
+    dp = checks.count("dp", dp)
     zero = np.asarray(zero)
     if np.any(~np.isin(zero, (0, 1, 2, 3))):
         raise ValueError(f"zero stage must be 0, 1, 2 or 3, got {zero.tolist()}")
@@ -154,7 +141,7 @@ def transformer_layer_activation_bytes(seq_len, micro_batch, hidden, heads, tp=1
     """
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
                         ("heads", heads), ("tp", tp), ("cp", cp)):
-        _check_count(name, value)
+        checks.count(name, value)
     bytes_per_value = np.asarray(bytes_per_value, dtype=float)
     if np.any(bytes_per_value <= 0):
         raise ValueError(f"bytes_per_value must be > 0, got {bytes_per_value.tolist()}")
@@ -205,8 +192,8 @@ def pipeline_inflight_microbatches(pp, num_microbatches, vp=1, stage=0):
     is ``pp (1 + (pp - 1)/(pp vp))``, Korthikanti et al. 2022 Sec. 4.2.3.  Never more than the
     ``m`` micro-batches of the step (``num_microbatches`` may be ``inf`` when unknown).
     """
-    pp = _check_count("pp", pp)
-    vp = _check_count("vp", vp)
+    pp = checks.count("pp", pp)
+    vp = checks.count("vp", vp)
     stage = np.asarray(stage, dtype=float)
     if np.any(stage < 0) or np.any(stage >= pp):
         raise ValueError(f"stage must be in [0, pp), got stage={stage.tolist()} with pp={pp.tolist()}")
@@ -263,8 +250,8 @@ def cnn_sqrt_activation_bytes(saved_bytes):
 def gpu_capacity_bytes(memory, mig_slices=1):
     """Memory one training process can use: the GPU's memory, or its share on a MIG slice
     (``memory / mig_slices``; NVIDIA MIG user guide: memory is partitioned with the SMs)."""
-    memory = _check_nonnegative("memory", memory)
-    return memory / _check_count("mig_slices", mig_slices)
+    memory = checks.nonnegative("memory", memory)
+    return memory / checks.count("mig_slices", mig_slices)
 
 
 def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf16", optimizer="adam",
@@ -282,16 +269,16 @@ def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf
     ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
     reason it does not fit, with numbers.
     """
-    activations = _check_nonnegative("activations", activations)
-    logits = _check_nonnegative("logits", logits)
-    capacity = _check_nonnegative("capacity", capacity)
-    fragmentation = _check_nonnegative("fragmentation", fragmentation)
+    activations = checks.nonnegative("activations", activations)
+    logits = checks.nonnegative("logits", logits)
+    capacity = checks.nonnegative("capacity", capacity)
+    fragmentation = checks.nonnegative("fragmentation", fragmentation)
     result = model_state_bytes(params, dp, zero, precision, optimizer)
     result["activations"] = activations + 0.0
     result["logits"] = logits + 0.0
     result["comm_buckets"] = np.where(np.asarray(dp) > 1, 2.0 * bucket_bytes, 0.0)
     tensors = sum(result.values())
-    result["framework"] = _check_nonnegative("framework_bytes", framework_bytes) + 0.0
+    result["framework"] = checks.nonnegative("framework_bytes", framework_bytes) + 0.0
     result["allocator"] = fragmentation * tensors
     result["total"] = tensors + result["framework"] + result["allocator"]
     result["capacity"] = capacity + 0.0

@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.models import checks
+
 __all__ = ["STRATEGIES", "check_strategy", "segment_layers", "recomputed_layers", "kept_bytes",
            "working_bytes", "extra_forward_fraction", "recompute_forward_share", "recompute_candidates",
            "recompute_options", "best_recompute"]
@@ -62,22 +64,15 @@ def check_strategy(strategy: str, every=1) -> None:
         raise ValueError(f"recompute_every must be an integer >= 1 for every_k, got {every.tolist()}")
 
 
-def _check_layers(layers):
-    layers = np.asarray(layers, dtype=float)
-    if np.any(layers < 1) or np.any(layers != np.floor(layers)):
-        raise ValueError(f"layers must be an integer >= 1, got {layers.tolist()}")
-    return layers
-
-
 def segment_layers(layers):
     """Layers per segment for sqrt checkpointing: ``max(1, round(sqrt(layers)))`` (Chen 2016, Sec. 4.1)."""
-    return np.maximum(1.0, np.round(np.sqrt(_check_layers(layers))))
+    return np.maximum(1.0, np.round(np.sqrt(checks.count("layers", layers))))
 
 
 def recomputed_layers(strategy: str, layers, every=1):
     """Number of layers whose whole forward is rerun in the backward pass."""
     check_strategy(strategy, every)
-    layers = _check_layers(layers)
+    layers = checks.count("layers", layers)
     if strategy in ("none", "selective"):
         return np.zeros_like(layers)
     if strategy == "every_k":
@@ -88,7 +83,7 @@ def recomputed_layers(strategy: str, layers, every=1):
 def kept_bytes(strategy: str, layers, layer_bytes, selective_bytes, input_bytes, every=1):
     """Activation bytes one micro-batch keeps for its backward, over ``layers`` layers."""
     check_strategy(strategy, every)
-    layers = _check_layers(layers)
+    layers = checks.count("layers", layers)
     if strategy == "none":
         return layers * layer_bytes
     if strategy == "selective":
@@ -104,7 +99,7 @@ def kept_bytes(strategy: str, layers, layer_bytes, selective_bytes, input_bytes,
 def working_bytes(strategy: str, layers, layer_bytes, selective_bytes, input_bytes, every=1):
     """Extra bytes live while one micro-batch's backward rematerialises what it dropped."""
     check_strategy(strategy, every)
-    layers = _check_layers(layers)
+    layers = checks.count("layers", layers)
     zero = np.zeros(np.broadcast(layers, layer_bytes, selective_bytes, input_bytes).shape)
     if strategy in ("none", "every_k"):
         return zero
@@ -123,7 +118,7 @@ def extra_forward_fraction(strategy: str, layers, attention_fraction=0.0, every=
     Sec. 5.1), used by ``selective``; Korthikanti Sec. 5 quotes 2.7 % for GPT-3 175B at s = 2048.
     """
     check_strategy(strategy, every)
-    layers = _check_layers(layers)
+    layers = checks.count("layers", layers)
     if strategy == "selective":
         return np.zeros_like(layers) + attention_fraction
     return recomputed_layers(strategy, layers, every) / layers
