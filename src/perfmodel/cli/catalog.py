@@ -49,7 +49,8 @@ def _row(section: str, key: str, entry) -> dict:
     if section == "links":
         return {"name": key, "kind": entry.kind,
                 "per direction": _fmt(entry.bandwidth_per_direction, "bandwidth")}
-    row = {"name": key, "gpus": f"{entry.gpus_per_node} x {entry.gpu}", "intra": f"{entry.intra} ({entry.fabric})",
+    row = {"name": key, "gpus": f"{entry.gpus_per_node} x {entry.gpu}",
+           "intra": f"{entry.intra or 'unknown'} ({entry.fabric})",
            "network": f"{entry.nics} x {entry.nic}" if entry.nic else "-"}
     if section == "instances":
         row.update({"on-demand $/h": entry.price_on_demand_usd_per_hour, "region": entry.region,

@@ -122,7 +122,8 @@ class Catalog:
         """Build a :class:`Cluster` from a GPU and a shape, or from an instance and a node count.
 
         Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts)
-        or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.
+        or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.  An instance whose
+        intra-node link the catalog does not know (null) needs ``intra`` given.
         """
         if instance is not None:
             inst = self.instance(instance)
@@ -134,8 +135,11 @@ class Catalog:
                 raise CatalogError(
                     f"hardware.num_gpus {num_gpus} does not match {count} x {instance} "
                     f"({count * inst.gpus_per_node} GPUs)")
+            if inst.intra is None and intra is None:
+                raise CatalogError(f"instance {instance}: its intra-node link is unknown (null in the catalog); "
+                                   "give hardware.intra (e.g. pcie4, nvlink3)")
             return Cluster(gpu=self.gpu(inst.gpu), nodes=count, gpus_per_node=inst.gpus_per_node,
-                           intra=self.link(inst.intra), fabric=inst.fabric, nics_per_node=inst.nics,
+                           intra=self.link(intra or inst.intra), fabric=inst.fabric, nics_per_node=inst.nics,
                            nic=self.link(inst.nic) if inst.nic else None, instance=inst)
         if gpu is None:
             raise CatalogError("hardware: give 'gpu' (with num_gpus) or 'instance' (with nodes)")
@@ -153,8 +157,11 @@ class Catalog:
             intra_link = self.link(intra)
         elif sxm:
             intra_link = self.link(f"nvlink{spec.nvlink_generation}")
+        elif spec.pcie_generation is not None:
+            intra_link = self.link(f"pcie{spec.pcie_generation}")
         else:
-            intra_link = self.link(f"pcie{spec.pcie_generation or 4}")
+            raise CatalogError(f"hardware.intra: {spec.name} has no known NVLink or PCIe generation in the "
+                               "catalog; give intra (e.g. pcie4)")
         fabric = {"nvlink": "nvswitch", "nvswitch": "nvswitch"}.get(intra_link.kind, "pcie")
         if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and per_node == 8:
             fabric = "nvlink_mesh"  # DGX-1 / p3.16xlarge hybrid cube-mesh

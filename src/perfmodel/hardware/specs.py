@@ -125,7 +125,8 @@ class Node(Spec):
 
     gpu: str
     gpus_per_node: int = Field(gt=0)
-    intra: str = Field(description="link name of the intra-node fabric (nvlink3, pcie4, ...)")
+    intra: str | None = Field(description="link name of the intra-node fabric (nvlink3, pcie4, ...); "
+                                          "null when no source says")
     fabric: Literal[FABRICS] = "nvswitch"  # type: ignore[valid-type]
     nics: int = Field(0, ge=0, description="network ports per node used for GPU traffic")
     nic: str | None = Field(None, description="link name of one network port")
