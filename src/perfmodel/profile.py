@@ -134,6 +134,11 @@ def load_profile(path: str | Path) -> CalibrationProfile:
             data = yaml.safe_load(handle) or {}
     except OSError as error:
         raise ValueError(f"{path}: cannot read calibration profile ({error.strerror})") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a calibration profile is a mapping with 'values', 'uncertainty', "
+                         "'interval' and 'provenance'")
     try:
         return CalibrationProfile.model_validate(data)
     except ValueError as error:
