@@ -27,6 +27,9 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
+from perfmodel.profile import TIME_METRICS
+
 __all__ = ["BaselineStore", "BaselineError", "CONFIG_COLUMNS", "METRIC_DIRECTION", "SCHEMA_VERSION",
            "default_path", "metric_direction", "parse_threshold"]
 
@@ -39,12 +42,10 @@ CONFIG_COLUMNS = [
     "collective", "algorithm", "message_bytes", "m", "n", "k", "dtype", "bytes", "metric",
 ]
 
-# +1: higher is better (throughput-like); -1: lower is better (time-like).
-METRIC_DIRECTION = {
-    "step_time_s": -1, "time_us": -1, "time_to_train_s": -1, "gpu_hours": -1,
-    "samples_per_s": +1, "tokens_per_s": +1, "tokens_per_s_per_gpu": +1, "tflops": +1,
-    "GBps": +1, "algbw_GBps": +1, "busbw_GBps": +1,
-}
+# +1: higher is better (throughput-like); -1: lower is better (time-like), for every metric of
+# the measurement format
+METRIC_DIRECTION = {metric: -1 if metric in TIME_METRICS else +1
+                    for metrics in MEASUREMENT_METRICS.values() for metric in metrics}
 
 _IN_CHUNK = 500  # configuration hashes per SELECT ... IN (...), below every backend's limit
 
@@ -281,7 +282,7 @@ class BaselineStore:
 
 
 def _tables():
-    from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, String, Table, Text)
+    from sqlalchemy import Column, DateTime, Float, Integer, MetaData, String, Table, Text
 
     metadata = MetaData()
     version = Table("schema_version", metadata, Column("version", Integer, nullable=False))

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 
+from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.models.comm import COLLECTIVES
 
 _RANK = re.compile(r"^#\s*Rank\s+\d+.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 _TEST = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
-METRICS = ("time_us", "algbw_GBps", "busbw_GBps")
+METRICS = MEASUREMENT_METRICS["collective"]  # nccl-tests prints them in this order
 PLACEMENTS = ("out-of-place", "in-place")
 
 

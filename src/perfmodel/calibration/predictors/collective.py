@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.validate import register_predictor
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.models import comm
 from perfmodel.profile import CalibrationProfile
 
-METRICS = ("time_us", "algbw_GBps", "busbw_GBps")
+METRICS = MEASUREMENT_METRICS["collective"]
 ROW_ALGORITHMS = ("ring", "tree", "nvls", "auto")
 KEYS = ["gpu", "num_gpus", "gpus_per_node", "intra", "inter", "collective", "algorithm"]
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.validate import register_predictor
 from perfmodel.hardware.catalog import Catalog, CatalogError
 from perfmodel.models import compute
 from perfmodel.profile import CalibrationProfile
 
-GEMM_METRICS = ("tflops", "time_us")
-MEMCPY_METRICS = ("GBps",)
+GEMM_METRICS = MEASUREMENT_METRICS["gemm"]
+MEMCPY_METRICS = MEASUREMENT_METRICS["memcpy"]
 # FP8 GEMMs write their output in BF16 (cuBLASLt FP8 matmuls with a 16-bit D matrix).
 OUTPUT_BYTES = {**compute.ELEMENT_BYTES, "fp8": 2.0}
 
