@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
+from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.profile import TIME_METRICS
 
 __all__ = ["BaselineStore", "BaselineError", "CONFIG_COLUMNS", "METRIC_DIRECTION", "SCHEMA_VERSION",
@@ -35,7 +36,6 @@ __all__ = ["BaselineStore", "BaselineError", "CONFIG_COLUMNS", "METRIC_DIRECTION
 
 SCHEMA_VERSION = 1
 
-SHAPE_COLUMNS = ["layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab"]
 CONFIG_COLUMNS = [
     "kind", "gpu", "num_gpus", "gpus_per_node", "intra", "inter", "model", *SHAPE_COLUMNS,
     "precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero",

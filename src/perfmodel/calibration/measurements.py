@@ -51,6 +51,9 @@ KIND_FIELDS = {
 }
 """Fields a row of each kind must fill in (besides REQUIRED_COLUMNS)."""
 
+SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab")
+"""The transformer-shape columns of the format (``model = transformer`` rows)."""
+
 TRANSFORMER_FIELDS = ("layers", "hidden", "heads", "seq_len", "vocab")
 """Fields a ``train`` row with ``model = transformer`` must fill in."""
 

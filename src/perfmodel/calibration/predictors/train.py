@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
+from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.calibration.validate import register_predictor
 from perfmodel.estimate import run_samples
 from perfmodel.evaluate import evaluate
@@ -23,7 +24,6 @@ from perfmodel.plans import as_arrays, check_plans, completions, pick_fastest_fi
 from perfmodel.scenario import Plan, RunSpec, WorkloadSpec
 from perfmodel.workloads import workload_from_spec
 
-SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab")
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
 HARDWARE_COLUMNS = ("gpu", "num_gpus", "gpus_per_node", "intra", "inter")
 METRICS = MEASUREMENT_METRICS["train"]
