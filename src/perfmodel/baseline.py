@@ -99,8 +99,14 @@ def _plain(value):
 
 
 def _records(frame) -> list[dict]:
-    """Rows of ``frame`` as plain JSON-ready dicts (NaN -> None, numpy scalars -> Python)."""
-    return json.loads(frame.to_json(orient="records", date_format="iso"))
+    """Rows of ``frame`` as plain JSON-ready dicts (NaN -> None, numpy scalars -> Python), with
+    every float kept exactly (``DataFrame.to_json`` would round to 10 decimal places)."""
+    def plain(value):
+        value = value.item() if hasattr(value, "item") else value
+        return None if isinstance(value, float) and math.isnan(value) else value
+
+    return [{str(column): plain(value) for column, value in record.items()}
+            for record in frame.to_dict(orient="records")]
 
 
 def config_key(row: dict) -> tuple[str, str]:
