@@ -88,7 +88,11 @@ def test_doubling_dp_gpus_never_more_than_doubles_throughput(model, gpu, num_gpu
     check_contracts(small)
     check_contracts(large)
     assert large.samples_per_s <= 2 * small.samples_per_s * (1 + 1e-12)
-    assert large.samples_per_s >= small.samples_per_s * (1 - 1e-12)  # more GPUs never slow a DP job down
+    if 2 * num_gpus <= 8:
+        # on the same fabric more GPUs never slow a DP job down; across the node boundary the
+        # gradient reduction moves from NVLink to the NICs, and a communication-bound job (BERT-large
+        # at micro-batch 1 on 4 x HDR) may lose throughput from 1 to 2 nodes, as it does in practice
+        assert large.samples_per_s >= small.samples_per_s * (1 - 1e-12)
 
 
 # --- an ideal network: every link 1e18 B/s with zero latency --------------------------------------
