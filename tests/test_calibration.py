@@ -14,7 +14,7 @@ from perfmodel.calibration.intervals import interval_table, rate_ratio
 from perfmodel.calibration.measurements import check_measurements, shipped_measurements
 from perfmodel.calibration.validate import predict, validate
 from perfmodel.hardware.catalog import load_catalog
-from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
+from perfmodel.profile import PARAMETERS, CalibrationProfile, default_profile, scale_by_ratio, split_key
 
 CATALOG = load_catalog()
 SHAPES = [(m, n, k) for m in (1024, 2048, 4096, 8192) for n in (1024, 4096, 12288) for k in (512, 4096, 16384)]
@@ -99,16 +99,57 @@ def test_unknown_parameter_is_a_clear_error():
         calibrate(synthetic_gemm_rows(CalibrationProfile(), 0.0, 0), params=["no_such_knob"])
 
 
-def test_shipped_profile_is_the_calibration_of_the_shipped_measurements():
-    """The default profile must be exactly what `perfmodel calibrate` makes of the shipped
-    measurements: refit and compare, so it can never drift from its inputs."""
+@pytest.fixture(scope="module")
+def refit():
+    """The shipped measurements refitted from scratch, as `perfmodel calibrate` does."""
+    return calibrate(shipped_measurements(), catalog=CATALOG)
+
+
+def test_shipped_profile_is_the_calibration_of_the_shipped_measurements(refit):
+    """The default profile must be what `perfmodel calibrate` makes of the shipped measurements,
+    so it can never drift from its inputs.  Compared where it matters and where the data decide:
+    every row's prediction to 2 %, each kind's MAPE to half a percentage point, the values the data
+    determine to 2 % (or 0.1 % of their allowed range near zero), the undetermined ones at their
+    prior.  Raw values of parameters the data leave open follow the optimizer's rounding, which
+    changes with numpy/scipy releases, so they are not compared."""
     shipped = default_profile()
     assert shipped.provenance.get("name") == "calibrated", "no shipped calibrated profile"
-    refit = calibrate(shipped_measurements(), catalog=CATALOG)
-    assert set(refit.values) == set(shipped.values)
-    for key, value in refit.values.items():
-        assert math.isclose(value, shipped.values[key], rel_tol=1e-3, abs_tol=1e-9), key
     assert shipped.provenance["inputs"] == refit.provenance["inputs"]
+    assert set(refit.values) == set(shipped.values)
+    assert refit.provenance["not_determined"] == shipped.provenance["not_determined"]
+    for key, value in refit.values.items():
+        if key in refit.provenance["not_determined"]:
+            assert value == shipped.values[key], key
+        elif key in refit.provenance["identifiability"]:
+            parameter = PARAMETERS[split_key(key)[0]]
+            assert math.isclose(value, shipped.values[key], rel_tol=0.02,
+                                abs_tol=1e-3 * (parameter.high - parameter.low)), key
+
+    rows = shipped_measurements()
+    before = validate(rows, CATALOG, shipped)
+    after = validate(rows, CATALOG, refit)
+    assert (before["predicted"].isna() == after["predicted"].isna()).all()
+    ratio = (after["predicted"] / before["predicted"]).dropna()
+    assert np.abs(np.log(ratio)).max() < 0.02, after.loc[ratio.idxmax() if len(ratio) else None]
+    for kind in rows["kind"].unique():
+        on_kind = before["kind"] == kind
+        assert after.loc[on_kind, "ape"].mean() == pytest.approx(before.loc[on_kind, "ape"].mean(), abs=0.005), kind
+
+
+def test_calibration_keeps_what_the_data_do_not_determine_at_its_prior():
+    """GEMMs of a teraFLOP or more (milliseconds each) say next to nothing about a per-call launch
+    floor of microseconds: calibrate must keep it at its prior and list it as not determined,
+    while it fits the matmul efficiency they do show."""
+    truth = CalibrationProfile(values={"matmul_efficiency[Hopper]": 0.7})
+    rows = synthetic_gemm_rows(truth, noise=0.02, seed=3)
+    rows = rows[2 * rows["m"] * rows["n"] * rows["k"] >= 1e12]
+    fitted = calibrate(rows, params=["matmul_efficiency", "kernel_launch_overhead"], catalog=CATALOG)
+    identifiability = fitted.provenance["identifiability"]
+    assert identifiability["matmul_efficiency[Hopper]"] < fit.DETERMINED_RATIO
+    assert "kernel_launch_overhead" in fitted.provenance["not_determined"]
+    assert fitted.values["kernel_launch_overhead"] == CalibrationProfile().get("kernel_launch_overhead")
+    prior = CalibrationProfile().get("matmul_efficiency", "Hopper")
+    assert abs(fitted.values["matmul_efficiency[Hopper]"] - 0.7) < 0.5 * abs(prior - 0.7)  # three rows vs a prior
 
 
 def test_shipped_profile_intervals_are_honest_on_the_shipped_measurements():

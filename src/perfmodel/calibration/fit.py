@@ -19,8 +19,12 @@ earlier values fixed:
    shows.
 
 Architectures with no rows of their own take the geometric mean of the fitted ones
-(:func:`pool_groups`).  Uncertainty: one standard error per value from the Jacobian at the solution,
-cov = (J^T J)^-1 s^2 with s^2 the residual variance (delta method back to parameter units).
+(:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
+the posterior at the solution, (J^T J / s^2 + prior precision)^-1 with s^2 the rows' residual
+variance (delta method back to parameter units).  A value whose posterior is not at most half as
+wide as its prior is *not determined* by the rows: it stays at its prior (the stage is refitted
+without it) and is listed in the profile's ``provenance['not_determined']``, with every value's
+posterior/prior width ratio in ``provenance['identifiability']``.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ INFORMED_BY = {
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit
 MAX_EVALUATIONS = 25  # trust-region steps per stage (each also costs one Jacobian)
+# A value whose posterior standard deviation is above this share of its prior's is "not determined
+# by the data": the rows narrow the prior by less than half, so the optimum would only follow the
+# optimizer's rounding.  calibrate() keeps such a value at its prior and says so.
+DETERMINED_RATIO = 0.5
 
 
 def row_groups(rows, catalog) -> dict[str, set[str]]:
@@ -108,15 +116,16 @@ def parameter_keys(names, rows, catalog) -> list[str]:
     return keys
 
 
-def pool_groups(values: dict[str, float], uncertainty: dict[str, float]) -> None:
+def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()) -> None:
     """Partial pooling: a grouped parameter without sourced per-group defaults gets an ungrouped
     value, the geometric mean of its fitted groups (uncertainty: their spread), which
     :meth:`CalibrationProfile.get` uses for groups with no rows of their own (a new GPU
-    architecture is then predicted like the average known one, not by the bare prior)."""
+    architecture is then predicted like the average known one, not by the bare prior).  Keys in
+    ``skip`` (values the data did not determine) do not enter the mean."""
     by_name: dict[str, list[float]] = {}
     for key, value in values.items():
         name, group = split_key(key)
-        if group is not None and not PARAMETERS[name].group_defaults and value > 0:
+        if key not in skip and group is not None and not PARAMETERS[name].group_defaults and value > 0:
             by_name.setdefault(name, []).append(value)
     for name, group_values in by_name.items():
         if len(group_values) >= 2:
@@ -168,15 +177,33 @@ def _fit_stage(rows, keys, profile, catalog):
     result = least_squares(residuals, x0, bounds=(lower, upper), method="trf", x_scale="jac",
                            diff_step=1e-3, ftol=1e-4, xtol=1e-4, max_nfev=MAX_EVALUATIONS)
     values = from_x(result.x)
-    dof = max(1, result.fun.size - len(keys))
-    variance = 2.0 * result.cost / dof
-    try:
-        covariance = np.linalg.pinv(result.jac.T @ result.jac) * variance
-        std_x = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
-    except np.linalg.LinAlgError:
-        std_x = np.full(len(keys), np.nan)
+    prior_sd_x = np.where(logs, width, width * (high - low))
+    std_x = _posterior_sd(result.jac[:len(rows)], result.fun[:len(rows)], prior_sd_x)
     std = np.where(logs, values * std_x, std_x)
-    return dict(zip(keys, values)), dict(zip(keys, std)), result
+    return (dict(zip(keys, values)), dict(zip(keys, std)), dict(zip(keys, std_x / prior_sd_x)),
+            dict(zip(keys, prior)), result)
+
+
+def _posterior_sd(data_jacobian, data_residuals, prior_sd_x):
+    """Posterior standard deviation of each fitted coordinate (Gauss-Newton / Laplace
+    approximation): covariance = (J_d^T J_d / s^2 + diag(1 / prior_sd^2))^-1, with J_d the
+    Jacobian of the rows' log errors and s^2 their residual variance (Bates & Watts 1988,
+    *Nonlinear Regression Analysis*, Sec. 2.3; Gelman et al., *Bayesian Data Analysis*, Ch. 4)."""
+    dof = max(1, data_residuals.size - prior_sd_x.size)
+    variance = max(float(data_residuals @ data_residuals) / dof, 1e-6)
+    information = data_jacobian.T @ data_jacobian / variance + np.diag(1.0 / prior_sd_x**2)
+    try:
+        return np.sqrt(np.clip(np.diag(np.linalg.pinv(information)), 0.0, None))
+    except np.linalg.LinAlgError:
+        return np.full(prior_sd_x.size, np.nan)
+
+
+def _prior_sd(key: str, value: float) -> float:
+    """The prior's standard deviation of ``key`` in parameter units (at centre ``value``)."""
+    parameter = PARAMETERS[split_key(key)[0]]
+    if _transform(parameter):
+        return float(value * parameter.prior_log_sigma)
+    return float(parameter.prior_log_sigma * (parameter.high - parameter.low))
 
 
 def _registered_default(key: str) -> float:
@@ -204,6 +231,8 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         if unknown:
             raise ValueError(f"unknown parameters {sorted(unknown)}; known: {', '.join(sorted(PARAMETERS))}")
     values, uncertainty, summary = dict(profile.values), dict(profile.uncertainty), {}
+    identifiability: dict[str, float] = {}
+    not_determined: list[str] = []
     for stage, kinds, names in stages:
         rows = measurements[measurements["kind"].isin(kinds)]
         names = [n for n in names if n in PARAMETERS and (wanted is None or n in wanted)]
@@ -215,16 +244,31 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         keys = parameter_keys(names, rows, catalog)
         if rows.empty or not keys:
             continue
-        fitted, std, result = _fit_stage(rows, keys, current, catalog)
+        fitted, std, ratio, prior, result = _fit_stage(rows, keys, current, catalog)
+        undetermined = [key for key in keys if not ratio[key] <= DETERMINED_RATIO]
+        if undetermined:
+            # keep what the rows cannot pin down at its prior, and fit the rest without it
+            for key in undetermined:
+                fitted[key] = prior[key]
+                std[key] = _prior_sd(key, prior[key])
+            determined = [key for key in keys if key not in undetermined]
+            if determined:
+                fixed = current.model_copy(update={"values": {**values, **fitted}})
+                refitted, restd, reratio, _, result = _fit_stage(rows, determined, fixed, catalog)
+                fitted.update(refitted)
+                std.update(restd)
+                ratio.update(reratio)
         values.update(fitted)
         uncertainty.update(std)
+        identifiability.update(ratio)
+        not_determined += undetermined
         before = np.abs(start.loc[rows.index, "predicted"] / rows["value"] - 1.0)
         after = predict(rows, catalog, profile.model_copy(update={"values": values}))["predicted"]
         after_ape = np.abs(after / rows["value"] - 1.0)
         summary[stage] = {"rows": int(len(rows)), "parameters": len(keys),
                           "mape_before": float(before.mean()), "mape_after": float(after_ape.mean()),
                           "evaluations": int(result.nfev), "converged": bool(result.success)}
-    pool_groups(values, uncertainty)
+    pool_groups(values, uncertainty, skip=set(not_determined))
     provenance = {
         "name": "calibrated",
         "created": dt.date.today().isoformat(),
@@ -232,6 +276,8 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         "inputs": {kind: int(n) for kind, n in measurements["kind"].value_counts().sort_index().items()},
         "sources": sorted(measurements.attrs.get("files", [])),
         "stages": summary,
+        "identifiability": {key: round(float(value), 4) for key, value in sorted(identifiability.items())},
+        "not_determined": sorted(not_determined),
         "method": "scipy.optimize.least_squares (trf) on log(predicted/measured) with log-normal priors",
     }
     return CalibrationProfile(values=values, uncertainty=uncertainty, provenance=provenance)
@@ -247,15 +293,14 @@ def _configuration_groups(measurements):
     return keys.factorize()[0]
 
 
-def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog=None):
+def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog=None, jobs: int = 1):
     """k-fold cross-validation: refit without each fold, predict the fold.
 
     Returns a DataFrame (id, kind, gpu, metric, measured, predicted, ape, reason, fold); every row
-    is predicted by a profile fitted on the other folds only (grouped by experiment).
+    is predicted by a profile fitted on the other folds only (grouped by experiment).  ``jobs`` > 1
+    fits the folds in that many processes; the result is the same as with one.
     """
     import pandas as pd
-
-    from perfmodel.calibration.validate import validate
 
     if k < 2:
         raise ValueError(f"cv folds must be >= 2, got {k}")
@@ -265,14 +310,23 @@ def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog
     fold_of_group = np.empty_like(order)
     fold_of_group[order] = np.arange(order.size) % k
     folds = fold_of_group[groups]
-    parts = []
-    for fold in range(k):
-        held = measurements[folds == fold]
-        if held.empty:
-            continue
-        profile = calibrate(measurements[folds != fold], params=params, catalog=catalog)
-        scored = validate(held, catalog, profile.model_copy(update={"interval": {}}))
-        scored["fold"] = fold
-        parts.append(scored)
+    tasks = [(measurements[folds != fold], measurements[folds == fold], fold, params, catalog)
+             for fold in range(k) if (folds == fold).any()]
+    if jobs > 1 and len(tasks) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            parts = list(pool.map(_score_fold, *zip(*tasks)))
+    else:
+        parts = [_score_fold(*task) for task in tasks]
     return pd.concat(parts).sort_index()
 
+
+def _score_fold(train, held, fold, params, catalog):
+    """Fit on ``train`` and score ``held`` (one fold of :func:`cross_validate`)."""
+    from perfmodel.calibration.validate import validate
+
+    profile = calibrate(train, params=params, catalog=catalog)
+    scored = validate(held, catalog, profile.model_copy(update={"interval": {}}))
+    scored["fold"] = fold
+    return scored
