@@ -179,6 +179,13 @@ class Catalog:
                        fabric=fabric, nics_per_node=nics, nic=nic)
 
 
+def require_network(cluster: Cluster) -> None:
+    """A cluster of more than one node needs an inter-node network (``hardware.inter``)."""
+    if cluster.nodes > 1 and cluster.nic is None:
+        raise CatalogError(f"hardware.inter: {cluster.nodes} nodes need an inter-node network "
+                           "(e.g. '8 x ib-hdr', '4 x roce-400', 'efa-3200')")
+
+
 def _check_total(num_gpus: int) -> None:
     limit = INTEGER_LIMITS["num_gpus"]
     if num_gpus > limit:
