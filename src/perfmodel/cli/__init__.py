@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a bad flag (2, message already printed)
+        return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
