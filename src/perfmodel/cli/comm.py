@@ -7,7 +7,7 @@ The cluster is given like a scenario's hardware: ``--gpu NAME --nodes N [--gpus-
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, count_arg, print_json, print_table, profile_from
-from perfmodel.inputs import INTEGER_LIMITS, excerpt
+from perfmodel.inputs import INTEGER_LIMITS, check_output_path, excerpt
 from perfmodel.models import comm
 from perfmodel.units import parse_quantity
 
@@ -51,6 +51,8 @@ def parse_sizes(text: str) -> list[float]:
 
 
 def _run(args) -> int:
+    if args.output:
+        check_output_path(args.output, "the figure")
     catalog = catalog_from(args)
     if args.instance:
         cluster = catalog.cluster(instance=args.instance, nodes=args.nodes, gpu=args.gpu)

@@ -20,8 +20,11 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from perfmodel.models.compute import ridge_points, roofline_points
+    from perfmodel.inputs import check_output_path
     from perfmodel.workloads import get_workload
 
+    if args.output:
+        check_output_path(args.output, "the figure")
     gpu = catalog_from(args).gpu(args.gpu)
     points = roofline_points(get_workload(args.model), gpu, args.precision, profile_from(args),
                              args.micro_batch)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
-from perfmodel.inputs import InputError, check_count, excerpt
+from perfmodel.inputs import InputError, check_count, check_output_path, excerpt
 from perfmodel.scaling import scaling
 
 
@@ -28,6 +28,8 @@ def run(args) -> int:
                          "e.g. 8,16,32") from None
     if not counts:
         raise ValueError("--gpus: give at least one GPU count, e.g. 8,16,32")
+    if args.output:
+        check_output_path(args.output, "the figure")
     frame = scaling(args.scenario, counts, "weak" if args.weak else "strong", catalog_from(args), profile_from(args))
     if args.output:
         from perfmodel.plots import scaling_plot
