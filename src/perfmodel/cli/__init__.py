@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except OSError as error:  # writing an output (a figure, a profile): one line, path and reason
         where = f"{error.filename}: " if error.filename else ""
-        print(f"perfmodel: error: {where}cannot write or read ({error.strerror or error})", file=sys.stderr)
+        print(f"perfmodel: error: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
