@@ -177,6 +177,7 @@ CASES = [
     # ---- scenario files: the file itself ---------------------------------------------------------
     Case("scenario-binary", ["check", "{s.yaml}"], 2, ["s.yaml", "not UTF-8", "byte 0"],
          {"s.yaml": bytes(range(128, 256)) * 4}),
+    Case("scenario-endless-device", ["check", "/dev/zero"], 2, ["/dev/zero", "more than 33,554,432 bytes"]),
     Case("scenario-missing", ["check", "{dir}/nope.yaml"], 2, ["nope.yaml", "No such file"]),
     Case("scenario-is-directory", ["estimate", "{dir}/adir"], 2, ["adir", "Is a directory"], setup=_dir),
     Case("scenario-parent-not-directory", ["check", "{s.yaml}/x.yaml"], 2, ["x.yaml", "Not a directory"],

@@ -87,9 +87,11 @@ def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_FILE_BYTES) -
         if size > max_bytes:
             raise InputError(f"{path}: the {what} is {size:,} bytes; the limit is {max_bytes:,}")
         with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+            data = handle.read(max_bytes + 1)  # a device or pipe may report size 0 and never end
     except OSError as error:
         raise os_error(path, f"read {what}", error) from None
+    if len(data) > max_bytes:
+        raise InputError(f"{path}: the {what} is more than {max_bytes:,} bytes, the limit")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
