@@ -216,6 +216,8 @@ CASES = [
     Case("csv-many-bad-rows-listed-short", ["validate", "{m.csv}"], 2, ["10000 problems", "... and 9900 more"],
          {"m.csv": csv_text(gpus=-1, rows=5000)}),
     Case("calibrate-header-only", ["calibrate", "{m.csv}"], 2, ["m.csv", "nothing to fit"], {"m.csv": CSV_HEADER + "\n"}),
+    Case("calibrate-no-predictable-row", ["calibrate", "{m.csv}"], 2, ["m.csv", "nothing to fit", "'Z9000'"],
+         {"m.csv": csv_text().replace("A100-SXM4-80GB", "Z9000")}),
     Case("calibrate-cv-50-on-1-row", ["calibrate", "{m.csv}", "--cv", "50"], 2, ["--cv 50", "from 2 to 1"],
          {"m.csv": csv_text()}),
     Case("calibrate-cv-1", ["calibrate", "{m.csv}", "--cv", "1"], 2, ["--cv 1", "from 2"], {"m.csv": csv_text()}),

@@ -40,6 +40,8 @@ def run(args) -> int:
                              f"configurations (rows of one configuration stay in one fold)")
     params = [p.strip() for p in args.params.split(",")] if args.params else None
     profile = calibrate(measurements, params=params, catalog=catalog)
+    if not profile.values:
+        raise ValueError(_nothing_fitted(measurements, catalog, args.files))
     cv_summary = None
     if args.cv:
         held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
@@ -66,3 +68,14 @@ def run(args) -> int:
     if args.output:
         print(f"\nwrote {args.output}")
     return 0
+
+
+def _nothing_fitted(measurements, catalog, files) -> str:
+    """Why no parameter was fitted: the most common reasons the rows could not be predicted."""
+    from perfmodel.calibration.validate import validate
+
+    reasons = validate(measurements, catalog)["reason"].fillna("predicted, but no parameter applies")
+    counts = reasons.value_counts().head(3)
+    where = ", ".join(files) if files else "shipped measurements"
+    return (f"{where}: nothing to fit; no parameter could be fitted to the {len(measurements)} rows ("
+            + "; ".join(f"{count} x {reason[:120]}" for reason, count in counts.items()) + ")")
