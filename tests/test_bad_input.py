@@ -260,6 +260,12 @@ CASES = [
     Case("scaling-gpus-1e20", ["scaling", EXAMPLE, "--gpus", "8,1" + "0" * 20], 2, ["num_gpus", "1,048,576"]),
     Case("baseline-threshold-nan", ["baseline", "compare", "{ok.csv}", "--db", "{dir}/b.sqlite", "--threshold", "nan"],
          2, ["threshold", "'nan'"], {"ok.csv": csv_text()}),
+    Case("comm-output-missing-parent", ["comm", "--gpu", "H100-SXM5-80GB", "-o", "{dir}/no/busbw.png"], 2,
+         ["busbw.png", "does not exist"]),
+    Case("roofline-output-is-directory", ["roofline", "--gpu", "H100-SXM5-80GB", "--model", "gpt3-125m",
+                                          "-o", "{dir}/adir"], 2, ["adir", "is a directory"], setup=_dir),
+    Case("scaling-output-parent-is-file", ["scaling", EXAMPLE, "--gpus", "8", "-o", "{ok.csv}/s.png"], 2,
+         ["s.png", "not a directory"], {"ok.csv": csv_text()}),
     # ---- baseline databases ----------------------------------------------------------------------
     Case("db-parent-is-file", ["baseline", "add", "{ok.csv}", "--db", "{ok.csv}/sub/x"], 2,
          ["sub/x", "Not a directory"], {"ok.csv": csv_text()}),
@@ -273,6 +279,12 @@ CASES = [
     Case("db-read-only", ["baseline", "add", "{ok.csv}", "--db", "sqlite:///file:{dir}/base.sqlite?mode=ro&uri=true"],
          2, ["cannot write to baseline database", "readonly"], {"ok.csv": csv_text(rows=50)}, _baseline_db,
          absent=["INSERT", "parameters", "sqlalche.me"]),
+    # ---- valid input: an answer, exit 0 ----------------------------------------------------------
+    Case("valid-check", ["check", EXAMPLE], 0, ["valid", "V100-SXM2-16GB"]),
+    Case("valid-memory", ["memory", EXAMPLE], 0, ["fits"]),
+    Case("valid-search", ["search", EXAMPLE, "--top", "1"], 0, ["candidate plans"]),
+    Case("valid-baseline-add", ["baseline", "add", "{ok.csv}", "--db", "{dir}/new/b.sqlite"], 0, ["added 1 rows"],
+         {"ok.csv": csv_text()}),
     # ---- valid input, nothing feasible: exit 3 with the reasons ----------------------------------
     Case("search-no-valid-plan", ["search", "{s.yaml}"], 3, ["dropped", "does not divide the global batch",
                                                              "no plan is valid"],
