@@ -239,6 +239,10 @@ CASES = [
     Case("profile-missing", ["validate", "--calibration", "{dir}/none.yaml"], 2, ["none.yaml", "No such file"]),
     Case("workloads-file-alias-bomb", ["workload", "show", "w", "--models", "{w.yaml}"], 2,
          ["w.yaml", "expands to more than"], {"w.yaml": "workloads: &w\n" + indented(alias_bomb(), 2) + "\n"}),
+    Case("workloads-file-layers-1e50", ["workload", "show", "w", "--models", "{w.yaml}"], 2,
+         ["w.yaml", "layers", "10,000"],
+         {"w.yaml": yaml.safe_dump({"workloads": [{"name": "w", "transformer": {
+             "layers": 10**50, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50000}}]})}),
     # ---- numeric flags ---------------------------------------------------------------------------
     Case("comm-gpus-per-node-0", ["comm", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "0"], 2,
          ["--gpus-per-node", "0", "from 1 to 1,024"]),
