@@ -156,4 +156,4 @@ def test_memory_json_infeasible(capsys, tmp_path):
                                          "intra": "nvlink3"}})
     code, out, _ = run(capsys, "memory", path, "--json")
     data = json.loads(out)
-    assert code == 0 and data["fits"] is False and data["headroom"] < 0 and data["reasons"]
+    assert code == 3 and data["fits"] is False and data["headroom"] < 0 and data["reasons"]

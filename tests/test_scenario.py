@@ -68,7 +68,7 @@ GOOD = {"workload": {"model": "gpt3-175b"}, "hardware": {"gpu": "A100-SXM4-80GB"
 
 @pytest.mark.parametrize(("change", "words"), [
     ({"plan": {"tp": "eight"}}, ["field 'plan.tp'", "'eight'", "integer"]),
-    ({"plan": {"tp": 0}}, ["field 'plan.tp'", "greater than 0"]),
+    ({"plan": {"tp": 0}}, ["field 'plan.tp'", "from 1 to"]),
     ({"plan": {"precision": "fp4"}}, ["field 'plan.precision'", "'fp4'", "bf16"]),
     ({"plan": {"tensor_parallel": 8}}, ["field 'plan.tensor_parallel'", "Extra inputs"]),
     ({"data": {"bytes_per_sample": "110 KX"}}, ["field 'data.bytes_per_sample'", "unknown unit 'KX'", "a size"]),

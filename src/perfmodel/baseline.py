@@ -5,7 +5,12 @@ measurement format (``perfmodel.calibration.measurements``):
 
 * a plain path, or nothing, opens a SQLite file (default ``$PERFMODEL_BASELINE_DB``, else
   ``$XDG_DATA_HOME/perfmodel/baseline.sqlite``, else ``~/.local/share/perfmodel/baseline.sqlite``);
-* a SQLAlchemy URL such as ``postgresql+psycopg://user@host/db`` opens a shared server database.
+* a SQLAlchemy URL such as ``postgresql+psycopg://user@host/db`` opens a shared server database
+  (schemes in ``URL_SCHEMES``; a driver may follow ``+``).
+
+A database that is not empty and has no perfmodel schema (another application's SQLite file) is
+refused, never written to.  Driver and permission errors become one line (the database and the
+driver's reason), without the SQL or its parameters.
 
 Every row is stored under its *configuration key*: the columns that say what was measured
 (``CONFIG_COLUMNS``: hardware, workload, plan, collective, GEMM shape, buffer size and metric).
@@ -20,6 +25,7 @@ checked on open.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -31,10 +37,13 @@ from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.profile import TIME_METRICS
 
-__all__ = ["BaselineStore", "BaselineError", "CONFIG_COLUMNS", "METRIC_DIRECTION", "SCHEMA_VERSION",
+__all__ = ["BaselineStore", "BaselineError", "CONFIG_COLUMNS", "URL_SCHEMES", "METRIC_DIRECTION", "SCHEMA_VERSION",
            "default_path", "metric_direction", "parse_threshold"]
 
 SCHEMA_VERSION = 1
+
+URL_SCHEMES = ("sqlite", "postgresql")
+"""Database URL schemes the store is tested with (``scheme[+driver]://...``)."""
 
 CONFIG_COLUMNS = [
     "kind", "gpu", "num_gpus", "gpus_per_node", "intra", "inter", "model", *SHAPE_COLUMNS,
@@ -125,17 +134,23 @@ class BaselineStore:
 
         target = default_path() if url_or_path is None else url_or_path
         if isinstance(target, str) and "://" in target:
-            url = make_url(target)
+            url = _parse_url(target)
         else:
             path = Path(target).expanduser().resolve()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                raise BaselineError(f"{target}: cannot open baseline database (it is a directory)")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise BaselineError(f"{target}: cannot create the directory of the baseline database "
+                                    f"({error.strerror}: {error.filename})") from None
             url = make_url(f"sqlite:///{path}")
         self.url = url
         self.name = url.render_as_string(hide_password=True)
         try:
             self.engine = create_engine(url, future=True)
         except Exception as error:  # unknown dialect, driver not installed
-            raise BaselineError(f"cannot open baseline database {self.name}: {error}") from None
+            raise BaselineError(f"cannot open baseline database {self.name}: {_reason(error)}") from None
         if url.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_connect)
             event.listen(self.engine, "begin", _sqlite_begin)
@@ -154,9 +169,11 @@ class BaselineStore:
                     connection.execute(text("SELECT pg_advisory_xact_lock(7310)"))
                 names = set(inspect(connection).get_table_names())
                 if "schema_version" not in names:
-                    if "measurements" in names:
-                        raise BaselineError(f"{self.name} has a measurements table but no "
-                                            "schema_version: not a perfmodel baseline database")
+                    if names:
+                        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+                        raise BaselineError(f"{self.name} is not a perfmodel baseline database (it has "
+                                            f"tables {shown} and no schema_version); perfmodel will not "
+                                            "add its tables to it: give a new file or an empty database")
                     self._metadata.create_all(connection)
                     connection.execute(version.insert().values(version=SCHEMA_VERSION))
                     return
@@ -164,8 +181,7 @@ class BaselineStore:
         except BaselineError:
             raise
         except Exception as error:
-            raise BaselineError(f"cannot open baseline database {self.name}: "
-                                f"{type(error).__name__}: {error}") from None
+            raise BaselineError(f"cannot open baseline database {self.name}: {_reason(error)}") from None
         if found != [SCHEMA_VERSION]:
             raise BaselineError(
                 f"baseline database {self.name} has schema version "
@@ -193,9 +209,19 @@ class BaselineStore:
                 "label": label, "added_at": now, "row": json.dumps(record, sort_keys=True),
             })
         if rows:
-            with self.engine.begin() as connection:
+            with self._errors("write to"), self.engine.begin() as connection:
                 connection.execute(self._table.insert(), rows)
         return len(rows)
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str):
+        """Driver errors (read-only file, lost server, full disk) as one BaselineError line."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            yield
+        except SQLAlchemyError as error:
+            raise BaselineError(f"cannot {doing} baseline database {self.name}: {_reason(error)}") from None
 
     # -- reading -----------------------------------------------------------------------------
     def _rows(self, hashes: list[str] | None = None):
@@ -209,7 +235,7 @@ class BaselineStore:
         queries = ([select(*columns)] if hashes is None else
                    [select(*columns).where(table.c.config_hash.in_(hashes[i:i + _IN_CHUNK]))
                     for i in range(0, len(hashes), _IN_CHUNK)])
-        with self.engine.begin() as connection:
+        with self._errors("read"), self.engine.begin() as connection:
             found = [row._mapping for query in queries for row in connection.execute(query)]
         frame = pd.DataFrame(found, columns=["pk", "config_hash", "config", "value",
                                              "added_at", "label"])
@@ -219,7 +245,7 @@ class BaselineStore:
         """Number of stored rows."""
         from sqlalchemy import func, select
 
-        with self.engine.begin() as connection:
+        with self._errors("read"), self.engine.begin() as connection:
             return int(connection.execute(select(func.count()).select_from(self._table)).scalar())
 
     def list(self):
@@ -285,6 +311,28 @@ class BaselineStore:
             ["new", "regression", "improvement"], default="ok")
         result["regression"] = result["status"] == "regression"
         return result
+
+
+def _parse_url(text: str):
+    """A SQLAlchemy URL of a supported scheme, else a BaselineError listing the schemes."""
+    from sqlalchemy.engine import make_url
+
+    allowed = ("a file path (SQLite), " + ", ".join(f"{s}[+driver]://..." for s in URL_SCHEMES)
+               + " (e.g. sqlite:///runs.sqlite, postgresql+psycopg://user@host/db)")
+    try:
+        url = make_url(text)
+    except Exception:  # sqlalchemy.exc.ArgumentError: not a URL at all
+        raise BaselineError(f"--db {text[:80]!r} is not a database URL; supported: {allowed}") from None
+    if url.get_backend_name() not in URL_SCHEMES:
+        raise BaselineError(f"--db {text[:80]!r}: unsupported scheme {url.drivername!r}; supported: {allowed}")
+    return url
+
+
+def _reason(error: Exception) -> str:
+    """The driver's own one-line reason, without SQLAlchemy's statement, parameters and link."""
+    original = getattr(error, "orig", None) or error
+    text = str(original).strip().splitlines()
+    return f"{type(original).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
 
 
 def _tables():

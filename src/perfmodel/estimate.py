@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from perfmodel.evaluate import BOTTLENECK_OF, BREAKDOWN, evaluate
-from perfmodel.hardware.catalog import Catalog, load_catalog
+from perfmodel.hardware.catalog import Catalog, load_catalog, require_network
 from perfmodel.plans import (as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask,
                              resolve_plan)
 from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
@@ -92,6 +92,7 @@ def resolve(scenario: Scenario | str | dict, catalog: Catalog | None = None):
     catalog = catalog or load_catalog()
     workload = workload_from_spec(scenario.workload)
     cluster = catalog.cluster(**scenario.hardware.model_dump())
+    require_network(cluster)
     return scenario, workload, cluster
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, recompute
 from perfmodel.plans import RECOMPUTE_CODES
@@ -117,9 +118,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     ``memory_reasons``, ``memory_reasons_text`` (a list of reasons per plan).
     """
     gpu = cluster.gpu
-    if cluster.nodes > 1 and cluster.nic is None:
-        raise ValueError(f"hardware.inter: {cluster.nodes} nodes need an inter-node network "
-                         "(e.g. '8 x ib-hdr', '4 x roce-400', 'efa-3200')")
+    require_network(cluster)
     tp, pp, dp, cp, vp = (plans[k].astype(float) for k in ("tp", "pp", "dp", "cp", "vp"))
     micro_batch, global_batch = plans["micro_batch"].astype(float), plans["global_batch"].astype(float)
     strategy, zero = plans["recompute"], plans["zero"]

@@ -129,13 +129,9 @@ class CalibrationProfile(BaseModel):
 
 def load_profile(path: str | Path) -> CalibrationProfile:
     """Read a profile YAML written by ``perfmodel calibrate`` (or by hand)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read calibration profile ({error.strerror})") from None
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    from perfmodel.inputs import load_structured
+
+    data = load_structured(path, "calibration profile") or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a calibration profile is a mapping with 'values', 'uncertainty', "
                          "'interval' and 'provenance'")

@@ -8,14 +8,13 @@ here once.  Plan fields left out are ``None``: ``estimate`` uses the documented 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from perfmodel.hardware.catalog import format_validation_error
+from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
@@ -37,35 +36,44 @@ def _number(dimension: str):
 _Count = Annotated[float, _number("count"), Field(gt=0)]
 
 
+def _not_boolean(value):
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number here; give a whole number")
+    return value
+
+
+_Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class WorkloadSpec(_Section):
     """A zoo model by name, or ``model: transformer`` with its shape (measurement CSV columns)."""
 
-    model: str = Field(min_length=1)
-    layers: int | None = Field(None, gt=0)
-    hidden: int | None = Field(None, gt=0)
-    heads: int | None = Field(None, gt=0)
-    kv_heads: int | None = Field(None, gt=0)
-    ffn_hidden: int | None = Field(None, gt=0)
+    model: _Name
+    layers: Count("layers") | None = None
+    hidden: Count("hidden") | None = None
+    heads: Count("heads") | None = None
+    kv_heads: Count("kv_heads") | None = None
+    ffn_hidden: Count("ffn_hidden") | None = None
     ffn_act: Literal["gelu", "swiglu"] | None = None
-    seq_len: int | None = Field(None, gt=0)
-    vocab: int | None = Field(None, gt=0)
-    image_size: int | None = Field(None, gt=0)
+    seq_len: Count("seq_len") | None = None
+    vocab: Count("vocab") | None = None
+    image_size: Count("image_size") | None = None
 
 
 class HardwareSpec(_Section):
     """A GPU and a cluster shape, or a catalog instance and a node count."""
 
-    gpu: str | None = None
-    num_gpus: int | None = Field(None, gt=0)
-    gpus_per_node: int | None = Field(None, gt=0)
-    intra: str | None = None
-    inter: str | None = None
-    instance: str | None = None
-    nodes: int | None = Field(None, gt=0)
+    gpu: _Name | None = None
+    num_gpus: Count("num_gpus") | None = None
+    gpus_per_node: Count("gpus_per_node") | None = None
+    intra: _Name | None = None
+    inter: _Name | None = None
+    instance: _Name | None = None
+    nodes: Count("nodes") | None = None
 
     @model_validator(mode="after")
     def _one_way(self):
@@ -78,16 +86,16 @@ class Plan(_Section):
     """Parallel layout and training settings; ``None`` = not fixed (estimate's default, or searched)."""
 
     precision: Literal[TRAIN_PRECISIONS] | None = None  # type: ignore[valid-type]
-    tp: int | None = Field(None, gt=0)
-    pp: int | None = Field(None, gt=0)
-    dp: int | None = Field(None, gt=0)
-    cp: int | None = Field(None, gt=0)
-    vp: int | None = Field(None, gt=0, description="virtual pipeline stages per GPU (interleaving)")
-    micro_batch: int | None = Field(None, gt=0)
-    global_batch: int | None = Field(None, gt=0)
+    tp: Count("tp") | None = None
+    pp: Count("pp") | None = None
+    dp: Count("dp") | None = None
+    cp: Count("cp") | None = None
+    vp: Count("vp") | None = Field(None, description="virtual pipeline stages per GPU (interleaving)")
+    micro_batch: Count("micro_batch") | None = None
+    global_batch: Count("global_batch") | None = None
     recompute: Literal[RECOMPUTE] | None = None  # type: ignore[valid-type]
-    recompute_every: int | None = Field(None, gt=0, description="k for recompute: every_k")
-    zero: int | None = Field(None, ge=0, le=3)
+    recompute_every: Count("recompute_every") | None = Field(None, description="k for recompute: every_k")
+    zero: Annotated[int, BeforeValidator(_not_boolean)] | None = Field(None, ge=0, le=3)
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
     optimizer: Literal[OPTIMIZERS] | None = None  # type: ignore[valid-type]
@@ -141,13 +149,9 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     else:
         where = str(source)
         try:
-            text = Path(source).read_text(encoding="utf-8")
-        except OSError as error:
-            raise ScenarioError(f"{where}: cannot read scenario file ({error.strerror})") from None
-        try:
-            data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
-        except (yaml.YAMLError, json.JSONDecodeError) as error:
-            raise ScenarioError(f"{where}: not valid YAML/JSON ({error})") from None
+            data = load_structured(source, "scenario file")
+        except InputError as error:
+            raise ScenarioError(str(error)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: a scenario is a mapping with 'workload' and 'hardware'")
     try:

@@ -17,6 +17,8 @@ import csv
 import math
 from pathlib import Path
 
+from perfmodel.inputs import INTEGER_LIMITS, excerpt
+
 __all__ = ["COLUMNS", "KINDS", "METRICS", "MeasurementError", "check_measurements",
            "load_measurements", "shipped_measurements", "source_group"]
 
@@ -79,14 +81,20 @@ CHOICES = {
 ZERO_STAGES = (0, 1, 2, 3)
 
 
+SHOWN_PROBLEMS = 100
+"""Most problems printed in one error message (``MeasurementError.problems`` keeps them all)."""
+
+
 class MeasurementError(ValueError):
     """Bad measurement rows; ``problems`` holds one line per problem, all of them."""
 
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
         count = len(self.problems)
+        shown = self.problems[:SHOWN_PROBLEMS]
+        more = [f"... and {count - len(shown)} more"] if count > len(shown) else []
         super().__init__(f"{count} problem{'s' if count != 1 else ''} in the measurements:\n"
-                         + "\n".join(f"  {line}" for line in self.problems))
+                         + "\n".join(f"  {line}" for line in shown + more))
 
 
 def load_measurements(*paths: str | Path):
@@ -166,7 +174,13 @@ def _missing_columns(where: str, header: list[str]) -> list[str]:
 
 def _read_csv(path: Path, problems: list[str]) -> tuple[list[dict[str, str]], list[str]]:
     """Rows of one file as {column: stripped text} and their places ``file:line``."""
+    from perfmodel.inputs import MAX_FILE_BYTES
+
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            problems.append(f"{path}: the file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+            return [], []
         with open(path, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
@@ -204,7 +218,7 @@ def _checked_frame(rows: list[dict[str, str]], places: list[str], problems: list
     first_seen: dict[str, str] = {}
     for row, place in zip(rows, places):
         ident = row.get("id", "")
-        problems += [f"{place} (id {ident or '?'}): {message}" for message in _row_problems(row)]
+        problems += [f"{place} (id {ident[:60] or '?'}): {message}" for message in _row_problems(row)]
         if ident:
             if ident in first_seen:
                 problems.append(f"{place} (id {ident}): duplicate id, already used at "
@@ -240,12 +254,12 @@ def _row_problems(row: dict[str, str]) -> list[str]:
         if text:
             message = _number_problem(column, text)
             if message:
-                problems.append(f"column {column} = {text!r}: {message}")
+                problems.append(f"column {column} = {excerpt(text)}: {message}")
 
     for column, allowed in CHOICES.items():
         text = row.get(column, "")
         if text and text not in allowed:
-            problems.append(f"column {column} = {text!r}: not one of {', '.join(allowed)}")
+            problems.append(f"column {column} = {excerpt(text)}: not one of {', '.join(allowed)}")
 
     kind = row.get("kind", "")
     if kind and kind not in KINDS:
@@ -281,4 +295,7 @@ def _number_problem(column: str, text: str) -> str | None:
         return "zero; must be > 0"
     if column in WHOLE_COLUMNS and not number.is_integer():
         return "must be a whole number"
+    limit = INTEGER_LIMITS.get(column)
+    if limit is not None and number > limit:
+        return f"must be at most {limit:,} (the {column} limit)"
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, print_json, print_table
+from perfmodel.cli.common import catalog_from, int_arg, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -11,24 +11,37 @@ def register(subparsers) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE.csv",
                         help="measurement files (default: the shipped measurements)")
     parser.add_argument("-o", "--output", metavar="PROFILE.yaml", help="write the fitted profile here")
-    parser.add_argument("--cv", type=int, default=0, metavar="K",
-                        help="also report K-fold cross-validated error and store 80%% prediction intervals")
+    parser.add_argument("--cv", type=int_arg(0), default=0, metavar="K",
+                        help="also report K-fold cross-validated error and store 80%% prediction "
+                             "intervals (K >= 2, at most the number of measured configurations)")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the CV folds")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the CV folds")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from perfmodel.calibration.fit import calibrate, cross_validate
+    from perfmodel.calibration.fit import _configuration_groups, calibrate, cross_validate
     from perfmodel.calibration.intervals import interval_table
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
+    from perfmodel.inputs import check_output_path
 
+    if args.output:  # before the fit, which can take minutes
+        check_output_path(args.output, "the calibration profile")
     catalog = catalog_from(args)
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
+    if measurements.empty:
+        raise ValueError(f"{', '.join(args.files)}: no measurement rows (only a header); nothing to fit")
+    if args.cv:
+        groups = int(_configuration_groups(measurements).max()) + 1
+        if not 2 <= args.cv <= groups:
+            raise ValueError(f"--cv {args.cv}: must be from 2 to {groups}, the number of measured "
+                             f"configurations (rows of one configuration stay in one fold)")
     params = [p.strip() for p in args.params.split(",")] if args.params else None
     profile = calibrate(measurements, params=params, catalog=catalog)
+    if not profile.values:
+        raise ValueError(_nothing_fitted(measurements, catalog, args.files))
     cv_summary = None
     if args.cv:
         held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
@@ -55,3 +68,14 @@ def run(args) -> int:
     if args.output:
         print(f"\nwrote {args.output}")
     return 0
+
+
+def _nothing_fitted(measurements, catalog, files) -> str:
+    """Why no parameter was fitted: the most common reasons the rows could not be predicted."""
+    from perfmodel.calibration.validate import validate
+
+    reasons = validate(measurements, catalog)["reason"].fillna("predicted, but no parameter applies")
+    counts = reasons.value_counts().head(3)
+    where = ", ".join(files) if files else "shipped measurements"
+    return (f"{where}: nothing to fit; no parameter could be fitted to the {len(measurements)} rows ("
+            + "; ".join(f"{count} x {reason[:120]}" for reason, count in counts.items()) + ")")

@@ -1,9 +1,13 @@
-"""`perfmodel check SCENARIO [--json]`: validate a scenario file and show the hardware it resolves to."""
+"""`perfmodel check SCENARIO [--json]`: validate a scenario file and show the hardware it resolves to.
+
+It resolves the scenario exactly as ``estimate`` does (:func:`perfmodel.estimate.resolve`: the
+file, the workload, the cluster), so a scenario ``check`` calls valid is one ``estimate`` accepts.
+"""
 
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json
-from perfmodel.scenario import load_scenario
+from perfmodel.estimate import resolve
 from perfmodel.units import format_quantity
 
 
@@ -36,8 +40,7 @@ def resolved(cluster, pricing: str) -> dict:
 
 
 def run(args) -> int:
-    scenario = load_scenario(args.scenario)
-    cluster = catalog_from(args).cluster(**scenario.hardware.model_dump())
+    scenario, _, cluster = resolve(args.scenario, catalog_from(args))  # the rules estimate applies
     pricing = scenario.run.pricing if scenario.run else "on_demand"
     hardware = resolved(cluster, pricing)
     if args.json:

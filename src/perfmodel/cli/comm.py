@@ -6,7 +6,8 @@ The cluster is given like a scenario's hardware: ``--gpu NAME --nodes N [--gpus-
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+from perfmodel.cli.common import catalog_from, count_arg, print_json, print_table, profile_from
+from perfmodel.inputs import INTEGER_LIMITS, check_output_path, excerpt
 from perfmodel.models import comm
 from perfmodel.units import parse_quantity
 
@@ -19,8 +20,8 @@ def register(subparsers) -> None:
     hardware = parser.add_argument_group("cluster (a GPU and a shape, or an instance)")
     hardware.add_argument("--gpu", help="catalog GPU name, e.g. H100-SXM5-80GB")
     hardware.add_argument("--instance", help="catalog instance, e.g. aws/p5.48xlarge")
-    hardware.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
-    hardware.add_argument("--gpus-per-node", type=int, help="GPUs per node (default: the GPU's usual)")
+    hardware.add_argument("--nodes", type=count_arg("nodes"), default=1, help="number of nodes (default 1)")
+    hardware.add_argument("--gpus-per-node", type=count_arg("gpus_per_node"), help="GPUs per node (default: the GPU's usual)")
     hardware.add_argument("--intra", help="intra-node link, e.g. nvlink4, pcie5 (default: the GPU's usual)")
     hardware.add_argument("--inter", help="network per node, e.g. '8 x ib-ndr', '4 x roce-400', efa-3200")
     parser.add_argument("--collective", default="all_reduce", choices=comm.COLLECTIVES)
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
                         help="FROM..TO doubling (nccl-tests -b/-e/-f 2), or one size; default 1KiB..16GiB")
     parser.add_argument("--algorithm", choices=comm.ALGORITHMS,
                         help="only this algorithm (default: every algorithm that can run, and auto)")
-    parser.add_argument("--group-size", type=int, help="GPUs in the collective (default: all)")
+    parser.add_argument("--group-size", type=count_arg("group_size"), help="GPUs in the collective (default: all)")
     parser.add_argument("--calibration", metavar="PROFILE", help="efficiency profile YAML")
     parser.add_argument("--json", action="store_true", help="print JSON records")
     parser.add_argument("-o", "--output", metavar="PLOT.png", help="also save a busbw-vs-size figure")
@@ -40,8 +41,9 @@ def parse_sizes(text: str) -> list[float]:
     low_text, _, high_text = str(text).partition("..")
     low = parse_quantity(low_text, "bytes")
     high = parse_quantity(high_text, "bytes") if high_text else low
-    if low <= 0 or high < low:
-        raise ValueError(f"--sizes {text!r}: need 0 < FROM <= TO")
+    limit = INTEGER_LIMITS["message_bytes"]
+    if not (0 < low <= high <= limit):
+        raise ValueError(f"--sizes {excerpt(text)}: need 0 < FROM <= TO <= {limit:,} bytes (1 PiB)")
     sizes = [low]
     while sizes[-1] * 2 <= high:
         sizes.append(sizes[-1] * 2)
@@ -49,6 +51,8 @@ def parse_sizes(text: str) -> list[float]:
 
 
 def _run(args) -> int:
+    if args.output:
+        check_output_path(args.output, "the figure")
     catalog = catalog_from(args)
     if args.instance:
         cluster = catalog.cluster(instance=args.instance, nodes=args.nodes, gpu=args.gpu)

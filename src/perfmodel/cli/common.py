@@ -1,12 +1,64 @@
-"""Helpers shared by the subcommands: catalog loading, JSON printing, tables."""
+"""Helpers shared by the subcommands: exit statuses, checked numeric flags, catalog loading,
+JSON printing, tables."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 
 from perfmodel.hardware.catalog import Catalog, load_catalog
+from perfmodel.inputs import INTEGER_LIMITS, excerpt
+
+EXIT_OK = 0
+"""An answer was printed."""
+EXIT_BAD_INPUT = 2
+"""Bad input (a file, a field, a flag): one error line on stderr, nothing else done."""
+EXIT_INFEASIBLE = 3
+"""Valid input, but nothing feasible (the model does not fit, no plan is valid); reasons printed."""
+
+
+def int_arg(low: int, high: int | None = None):
+    """argparse ``type=`` for a whole number in ``low..high`` (``high`` None: no upper bound)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            allowed = f"from {low:,} to {high:,}" if high is not None else f"{low:,} or more"
+            raise argparse.ArgumentTypeError(f"{excerpt(value)}: must be {allowed}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def count_arg(field: str):
+    """argparse ``type=`` for a count bounded like the same field of a scenario
+    (:data:`perfmodel.inputs.INTEGER_LIMITS`)."""
+    return int_arg(1, INTEGER_LIMITS[field])
+
+
+def float_arg(low: float | None = None, high: float | None = None, *, low_open: bool = False):
+    """argparse ``type=`` for a finite number in ``[low, high]`` (``(low, high]`` with ``low_open``);
+    nan and inf are refused."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a number") from None
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if not math.isfinite(value) or too_low or (high is not None and value > high):
+            lower = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
+            upper = "" if high is None else f"<= {high:g}"
+            raise argparse.ArgumentTypeError(
+                f"{excerpt(text)}: must be a finite number {' and '.join(p for p in (lower, upper) if p)}".rstrip())
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def catalog_from(args) -> Catalog:

@@ -1,8 +1,12 @@
-"""`perfmodel memory SCENARIO [--json]`: memory per GPU by component, and whether it fits."""
+"""`perfmodel memory SCENARIO [--json]`: memory per GPU by component, and whether it fits.
+
+Exit status 0 when it fits, 3 when it does not or the plan is invalid (reasons printed), 2 on
+bad input.
+"""
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, print_json, profile_from
+from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
 from perfmodel.estimate import estimate
 from perfmodel.units import format_quantity
 
@@ -24,7 +28,7 @@ def run(args) -> int:
     memory["plan"] = result.plan
     if args.json:
         print_json(memory)
-        return 0
+        return EXIT_OK if memory.get("fits") else EXIT_INFEASIBLE
     print(f"{result.workload} on {result.hardware['num_gpus']} x {result.hardware['gpu']}, plan "
           + " ".join(f"{k}={result.plan[k]}" for k in ("tp", "pp", "dp", "micro_batch", "recompute", "zero")))
     for name in ("weights", "gradients", "optimizer", "activations", "logits", "comm_buckets",
@@ -34,4 +38,4 @@ def run(args) -> int:
     print("fits" if memory.get("fits") else "DOES NOT FIT")
     for reason in memory["reasons"]:
         print(f"  - {reason}")
-    return 0
+    return EXIT_OK if memory.get("fits") else EXIT_INFEASIBLE

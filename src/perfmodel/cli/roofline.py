@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+from perfmodel.cli.common import catalog_from, count_arg, print_json, print_table, profile_from
 
 
 def register(subparsers) -> None:
@@ -11,7 +11,7 @@ def register(subparsers) -> None:
     parser.add_argument("--gpu", required=True, help="catalog GPU name or alias")
     parser.add_argument("--model", required=True, help="zoo model name (see 'perfmodel workload')")
     parser.add_argument("--precision", default="bf16", help="fp32, tf32, fp16, bf16 or fp8 (default bf16)")
-    parser.add_argument("--micro-batch", type=int, default=1, help="samples per GPU (default 1)")
+    parser.add_argument("--micro-batch", type=count_arg("micro_batch"), default=1, help="samples per GPU (default 1)")
     parser.add_argument("-o", "--output", metavar="PNG", help="write the roofline figure")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calibration", metavar="PROFILE", help="efficiency profile YAML")
@@ -20,8 +20,11 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from perfmodel.models.compute import ridge_points, roofline_points
+    from perfmodel.inputs import check_output_path
     from perfmodel.workloads import get_workload
 
+    if args.output:
+        check_output_path(args.output, "the figure")
     gpu = catalog_from(args).gpu(args.gpu)
     points = roofline_points(get_workload(args.model), gpu, args.precision, profile_from(args),
                              args.micro_batch)

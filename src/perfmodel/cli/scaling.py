@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+from perfmodel.inputs import InputError, check_count, check_output_path, excerpt
 from perfmodel.scaling import scaling
 
 
@@ -19,9 +20,16 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     try:
-        counts = [int(x) for x in args.gpus.split(",") if x.strip()]
+        counts = [check_count("num_gpus", int(x)) for x in args.gpus.split(",") if x.strip()]
+    except InputError as error:
+        raise ValueError(f"--gpus: {error}") from None
     except ValueError:
-        raise ValueError(f"--gpus {args.gpus!r}: expected comma-separated integers, e.g. 8,16,32") from None
+        raise ValueError(f"--gpus {excerpt(args.gpus)}: expected comma-separated whole numbers, "
+                         "e.g. 8,16,32") from None
+    if not counts:
+        raise ValueError("--gpus: give at least one GPU count, e.g. 8,16,32")
+    if args.output:
+        check_output_path(args.output, "the figure")
     frame = scaling(args.scenario, counts, "weak" if args.weak else "strong", catalog_from(args), profile_from(args))
     if args.output:
         from perfmodel.plots import scaling_plot

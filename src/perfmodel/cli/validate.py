@@ -9,7 +9,7 @@ not be predicted.
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, print_json, print_table
+from perfmodel.cli.common import catalog_from, int_arg, print_json, print_table
 
 GROUPS = ("gpu", "kind", "source")
 
@@ -26,7 +26,7 @@ def register(subparsers) -> None:
                         help="efficiency profile (default: the shipped one)")
     parser.add_argument("--by", choices=GROUPS, default="gpu",
                         help="second summary grouped by gpu (default), kind or source")
-    parser.add_argument("--top", type=int, default=15, metavar="N",
+    parser.add_argument("--top", type=int_arg(0), default=15, metavar="N",
                         help="worst rows shown in the table (default 15)")
     parser.set_defaults(func=_run)
 
@@ -37,8 +37,6 @@ def _run(args) -> int:
     from perfmodel.calibration.validate import summarize, validate
     from perfmodel.profile import load_profile
 
-    if args.top < 0:
-        raise ValueError(f"--top {args.top}: must be 0 or more")
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
     profile = load_profile(args.calibration) if args.calibration else None
     result = validate(measurements, catalog_from(args), profile)

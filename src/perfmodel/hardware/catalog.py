@@ -13,10 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from perfmodel.hardware.specs import GPU, Cluster, Instance, Link, Node, parse_inter
+from perfmodel.inputs import INTEGER_LIMITS, InputError, check_count, excerpt, load_structured
 
 SECTIONS: dict[str, type[BaseModel]] = {"gpus": GPU, "links": Link, "nodes": Node, "instances": Instance}
 
@@ -36,15 +36,15 @@ def format_validation_error(error: ValidationError, where: str) -> str:
     for item in error.errors():
         field = ".".join(str(p) for p in item["loc"]) or "(entry)"
         value = item.get("input")
-        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        shown = "" if isinstance(value, dict) else f" = {excerpt(value)}"
         lines.append(f"{where}: field '{field}'{shown}: {item['msg']}")
     return "\n".join(lines)
 
 
 def _key(section: str, entry: dict) -> str:
     if section == "instances" and isinstance(entry, dict):
-        return f"{entry.get('provider')}/{entry.get('name')}"
-    return str(entry.get("name")) if isinstance(entry, dict) else "?"
+        return f"{str(entry.get('provider'))[:60]}/{str(entry.get('name'))[:60]}"
+    return str(entry.get("name"))[:60] if isinstance(entry, dict) else "?"
 
 
 class Catalog:
@@ -83,7 +83,7 @@ class Catalog:
             raise CatalogError(f"{what} {name!r} is ambiguous; candidates: {', '.join(sorted(candidates))}")
         close = [k for k in entries if str(name).lower() in k.lower()]
         hint = f"; did you mean one of: {', '.join(sorted(close)[:8])}" if close else ""
-        raise CatalogError(f"{what} {name!r} is not in the catalog{hint} (see 'perfmodel catalog list {section}')")
+        raise CatalogError(f"{what} {excerpt(name)} is not in the catalog{hint} (see 'perfmodel catalog list {section}')")
 
     def gpu(self, name: str) -> GPU:
         return self._resolve("gpus", name, "gpu")
@@ -105,7 +105,7 @@ class Catalog:
             except CatalogError as error:
                 if "ambiguous" in str(error):
                     raise
-        raise CatalogError(f"{name!r} is not a GPU, instance, link or node in the catalog")
+        raise CatalogError(f"{excerpt(name)} is not a GPU, instance, link or node in the catalog")
 
     def inter_link(self, text: str) -> tuple[int, Link]:
         """Resolve an inter-node string ('8 x ib-hdr', 'efa-3200') to (ports per node, link)."""
@@ -123,8 +123,15 @@ class Catalog:
 
         Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts)
         or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.  An instance whose
-        intra-node link the catalog does not know (null) needs ``intra`` given.
+        intra-node link the catalog does not know (null) needs ``intra`` given.  Counts are
+        bounded by :data:`perfmodel.inputs.INTEGER_LIMITS`, the total GPU count included.
         """
+        for field, value in (("num_gpus", num_gpus), ("gpus_per_node", gpus_per_node), ("nodes", nodes)):
+            if value is not None:
+                try:
+                    check_count(field, value)
+                except InputError as error:
+                    raise CatalogError(f"hardware.{error}") from None
         if instance is not None:
             inst = self.instance(instance)
             if gpu is not None and self.gpu(gpu).name != self.gpu(inst.gpu).name:
@@ -135,6 +142,7 @@ class Catalog:
                 raise CatalogError(
                     f"hardware.num_gpus {num_gpus} does not match {count} x {instance} "
                     f"({count * inst.gpus_per_node} GPUs)")
+            _check_total(count * inst.gpus_per_node)
             if inst.intra is None and intra is None:
                 raise CatalogError(f"instance {instance}: its intra-node link is unknown (null in the catalog); "
                                    "give hardware.intra (e.g. pcie4, nvlink3)")
@@ -147,8 +155,7 @@ class Catalog:
         sxm = spec.nvlink_generation is not None and "SXM" in (spec.form_factor or "").upper()
         per_node = gpus_per_node or (8 if sxm else 1)
         total = num_gpus if num_gpus is not None else per_node * (nodes or 1)
-        if total <= 0 or per_node <= 0:
-            raise CatalogError(f"hardware: num_gpus {total} and gpus_per_node {per_node} must be positive")
+        _check_total(total)
         if total < per_node:
             per_node = total
         if total % per_node:
@@ -172,6 +179,19 @@ class Catalog:
                        fabric=fabric, nics_per_node=nics, nic=nic)
 
 
+def require_network(cluster: Cluster) -> None:
+    """A cluster of more than one node needs an inter-node network (``hardware.inter``)."""
+    if cluster.nodes > 1 and cluster.nic is None:
+        raise CatalogError(f"hardware.inter: {cluster.nodes} nodes need an inter-node network "
+                           "(e.g. '8 x ib-hdr', '4 x roce-400', 'efa-3200')")
+
+
+def _check_total(num_gpus: int) -> None:
+    limit = INTEGER_LIMITS["num_gpus"]
+    if num_gpus > limit:
+        raise CatalogError(f"hardware: {num_gpus:,} GPUs in all; the limit is {limit:,} (the num_gpus limit)")
+
+
 def catalog_schema() -> dict[str, Any]:
     """JSON Schema of a catalog file: an object with optional lists ``gpus``, ``links``, ``nodes``, ``instances``."""
     fields = {section: (list[model], Field(default_factory=list)) for section, model in SECTIONS.items()}
@@ -184,17 +204,16 @@ def catalog_schema() -> dict[str, Any]:
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    except OSError as error:
-        raise CatalogError(f"{path}: cannot read catalog file ({error.strerror})") from None
-    except yaml.YAMLError as error:
-        raise CatalogError(f"{path}: not valid YAML ({error})") from None
+        data = load_structured(path, "catalog file")
+    except InputError as error:
+        raise CatalogError(str(error)) from None
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: a catalog file is a mapping with keys {', '.join(SECTIONS)}")
     unknown = set(data) - set(SECTIONS)
     if unknown:
-        raise CatalogError(f"{path}: unknown top-level keys {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
+        raise CatalogError(f"{path}: unknown top-level keys {excerpt(sorted(map(str, unknown)))}; "
+                           f"allowed: {', '.join(SECTIONS)}")
     return data
 
 

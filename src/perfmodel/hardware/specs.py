@@ -14,12 +14,26 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
+from perfmodel.inputs import INTEGER_LIMITS, Count
 from perfmodel.units import DIMENSIONS, parse_quantity
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric")
 FABRICS = ("nvswitch", "nvlink_mesh", "nvlink_bridge", "pcie")
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3")
+"""GPU architectures the cost models and calibration profile know (parameters are per architecture)."""
+
+
+def _architecture(value):
+    """Canonical spelling of a known architecture (matched case-insensitively); others are errors."""
+    if isinstance(value, str):
+        for name in ARCHITECTURES:
+            if value.strip().lower() == name.lower():
+                return name
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+    raise ValueError(f"unknown architecture {shown}; known: {', '.join(ARCHITECTURES)} "
+                     "(the efficiency parameters are fitted per architecture)")
 
 
 def _quantity(dimension: str):
@@ -72,7 +86,8 @@ class GPU(Spec):
     """One accelerator.  ``memory`` in bytes, ``memory_bandwidth`` in bytes/s, ``tdp`` in W."""
 
     vendor: str
-    architecture: str = Field(description="e.g. Volta, Turing, Ampere, Ada, Hopper, Blackwell")
+    architecture: Annotated[str, BeforeValidator(_architecture)] = Field(
+        description="one of " + ", ".join(ARCHITECTURES) + " (any case)")
     form_factor: str | None = None
     memory: Bytes
     memory_bandwidth: Bandwidth
@@ -124,11 +139,11 @@ class Node(Spec):
     """A server: ``gpus_per_node`` GPUs on an intra-node fabric, ``nics`` network ports."""
 
     gpu: str
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: Count("gpus_per_node")
     intra: str | None = Field(description="link name of the intra-node fabric (nvlink3, pcie4, ...); "
                                           "null when no source says")
     fabric: Literal[FABRICS] = "nvswitch"  # type: ignore[valid-type]
-    nics: int = Field(0, ge=0, description="network ports per node used for GPU traffic")
+    nics: int = Field(0, ge=0, le=INTEGER_LIMITS["nics"], description="network ports per node used for GPU traffic")
     nic: str | None = Field(None, description="link name of one network port")
 
 
@@ -208,7 +223,7 @@ class Cluster(BaseModel):
 
     gpu: GPU
     nodes: int = Field(gt=0)
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: Count("gpus_per_node")
     intra: Link
     fabric: Literal[FABRICS]  # type: ignore[valid-type]
     nics_per_node: int = Field(0, ge=0)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from perfmodel.inputs import INTEGER_LIMITS, excerpt
 from perfmodel.workloads.ops import OpTable
 
 __all__ = ["PRECISIONS", "ACTIVATION_BYTES", "MODEL_FLOP_KINDS", "OpSpec", "Workload",
@@ -40,9 +41,13 @@ LOSS_FLOPS = 5  # softmax cross entropy: max, subtract, exp, sum, log
 
 
 def positive_int(value, field_name: str) -> int:
-    """``value`` as an int > 0, else a ValueError naming the field."""
+    """``value`` as an int > 0 (and within its limit in :data:`perfmodel.inputs.INTEGER_LIMITS`),
+    else a ValueError naming the field."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{field_name} must be a positive integer, got {value!r}")
+        raise ValueError(f"{field_name} must be a positive integer, got {excerpt(value)}")
+    limit = INTEGER_LIMITS.get(field_name.rsplit(": ", 1)[-1])
+    if limit is not None and value > limit:
+        raise ValueError(f"{field_name} = {excerpt(value)}: must be from 1 to {limit:,} (the {field_name} limit)")
     return int(value)
 
 

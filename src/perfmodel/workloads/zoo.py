@@ -40,8 +40,6 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from perfmodel.workloads.cnn import LayerTableBuilder, cnn
 from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
 from perfmodel.workloads.workload import Workload
@@ -206,12 +204,9 @@ def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workloa
     The file holds ``workloads:``, a list of entries, each with ``name`` and either
     ``transformer:`` (keyword arguments of :func:`~perfmodel.workloads.transformer.transformer`)
     or ``cnn:`` (a layer table, format in :mod:`perfmodel.workloads.cnn`)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read workloads file ({error.strerror})") from None
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})") from None
+    from perfmodel.inputs import load_structured
+
+    data = load_structured(path, "workloads file") or {}
     entries = data.get("workloads") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ValueError(f"{path}: expected a mapping with a 'workloads' list")
