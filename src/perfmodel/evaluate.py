@@ -30,7 +30,6 @@ import numpy as np
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, recompute
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.profile import Parameter, register
 from perfmodel.workloads.ops import unique_plan_shapes
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",
@@ -43,31 +42,6 @@ BOTTLENECK_OF = {
     "pp_comm": "PP communication", "dp_comm": "DP communication", "zero_gather": "DP communication",
     "optimizer": "memory bandwidth", "overhead": "framework overhead", "input": "input pipeline",
 }
-
-register(
-    Parameter("dp_overlap", 0.7, 0.0, 1.0, "fraction",
-              "share of the last micro-batch's backward pass under which bucketed gradient "
-              "reduction can hide",
-              "prior: PyTorch DDP / Megatron overlap grad reduce with the backward pass (Li et al. "
-              "2020, PyTorch Distributed, Sec. 3.2.3); the first bucket is ready only after part of "
-              "the backward has run; fitted by calibrate()"),
-    Parameter("overlap_interference", 0.2, 0.0, 1.0, "fraction",
-              "slow-down of compute per second of communication hidden under it",
-              "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
-              "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
-              "not free; fitted by calibrate()"),
-    Parameter("tp_overlap", 0.0, 0.0, 0.9, "fraction",
-              "share of tensor-parallel communication hidden under compute",
-              "Megatron-LM default runs TP collectives on the critical path (no comm/GEMM overlap); "
-              "fitted by calibrate()"),
-    Parameter("step_overhead", 0.01, 0.0, 2.0, "s",
-              "per-step framework overhead (Python, kernel launches not modelled per op, logging)",
-              "prior: order of a few ms to tens of ms seen in PyTorch step traces; fitted by calibrate()"),
-    Parameter("gradient_reduce_bytes", 4.0, 2.0, 4.0, "bytes/parameter",
-              "bytes per gradient in the data-parallel reduction",
-              "PyTorch AMP keeps fp32 parameters so DDP reduces fp32 gradients; Megatron-LM "
-              "accumulates and all-reduces gradients in fp32 by default (accumulate_allreduce_grads_in_fp32)"),
-)
 
 # Bytes an optimizer step reads + writes per parameter it updates (memory-bound element-wise
 # kernel): Adam mixed precision reads fp32 master, m, v, fp32 grad (16) and writes master, m, v

@@ -20,7 +20,6 @@ import numpy as np
 
 from perfmodel.models import checks
 from perfmodel.models import recompute as rc
-from perfmodel.profile import Parameter, register
 from perfmodel.workloads.ops import unique_plan_shapes
 from perfmodel.units import format_quantity
 
@@ -34,25 +33,6 @@ __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per
 MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
 FULL_PRECISIONS = ("fp32", "tf32")
 OPTIMIZERS = ("adam", "sgd")
-
-register(
-    Parameter(
-        name="framework_memory_bytes", default=1e9, low=2e8, high=5e9, unit="bytes",
-        description="per-GPU memory outside the tensors: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers",
-        source="CUDA context alone measured at 723 MiB and ~800 MB on the first CUDA call "
-               "(discuss.pytorch.org/t/73021 and /t/81330, PyTorch 1.4-1.5); rounded up to 1 GB for "
-               "library workspaces and NCCL communicator buffers; a prior for calibration"),
-    Parameter(
-        name="allocator_fragmentation", default=0.05, low=0.0, high=0.3, unit="fraction",
-        description="memory the caching allocator reserves but cannot hand out, as a fraction of tensor bytes",
-        source="prior, not a measurement: PyTorch's caching allocator rounds blocks up and splits 2 MiB/20 MiB "
-               "segments; Rajbhandari et al. 2020 Sec. 3.2 reports out-of-memory with over 30 % still free "
-               "in extreme cases (the upper bound here); calibrate on measured peaks"),
-    Parameter(
-        name="ddp_bucket_bytes", default=25 * 2**20, low=2**20, high=2**30, unit="bytes",
-        description="size of one gradient all-reduce bucket; two are counted (one reducing, one filling)",
-        source="PyTorch DistributedDataParallel default bucket_cap_mb=25 (MiB), torch/nn/parallel/distributed.py"),
-)
 
 _STATE = {  # (weights, gradients, optimizer) bytes per parameter
     ("mixed", "adam"): (2.0, 2.0, 12.0),  # fp32 master + m + v (ZeRO Sec. 3.1)
