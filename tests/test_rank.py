@@ -15,11 +15,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfmodel.rank as rank_module
+import perfmodel.ranking as rank_module
 from perfmodel import cost, load_catalog
 from perfmodel.cli import main
 from perfmodel.profile import CalibrationProfile
-from perfmodel.rank import pareto_front, rank
+from perfmodel.ranking import pareto_front, rank
 
 GLOBAL_BATCH = 512
 TOKENS = 2048 * GLOBAL_BATCH * 1000  # 1000 steps of gpt3-175b (2048 tokens per sample)

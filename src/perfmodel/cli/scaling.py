@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
-from perfmodel.scaling import scaling
+from perfmodel import scaling
 
 
 def register(subparsers) -> None:

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.validate import register_predictor
 from perfmodel.hardware.catalog import Catalog, CatalogError
 from perfmodel.models import compute
 from perfmodel.profile import CalibrationProfile
@@ -72,13 +71,11 @@ def _predict_rows(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProf
     return out
 
 
-@register_predictor("gemm")
 def predict_gemm(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
     """TFLOP/s (2mnk / time / 1e12) or microseconds of each GEMM row."""
     return _predict_rows(rows, catalog, profile, _gemm)
 
 
-@register_predictor("memcpy")
 def predict_memcpy(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
     """GB/s (1e9 bytes/s, read plus written) of each device-to-device copy row."""
     return _predict_rows(rows, catalog, profile, _memcpy)

@@ -9,9 +9,9 @@ is speedup divided by the GPU ratio (1 = linear scaling).
 
 from __future__ import annotations
 
-from perfmodel.estimate import resolve
+from perfmodel.inputs import resolve
 from perfmodel.hardware.catalog import load_catalog
-from perfmodel.search import search
+from perfmodel.plan_search import search
 
 __all__ = ["scaling"]
 

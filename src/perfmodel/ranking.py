@@ -1,7 +1,7 @@
 """Which instance, how many, on-demand or spot: rank cloud instances for one training job.
 
 ``rank(scenario)`` takes the scenario's workload, plan and run, and for every candidate instance
-type and node count finds the fastest feasible plan with :func:`perfmodel.search.search`, then
+type and node count finds the fastest feasible plan with :func:`perfmodel.plan_search.search`, then
 prices it (:mod:`perfmodel.cost`) and powers it (:mod:`perfmodel.models.power`).  The scenario's own
 ``hardware`` section is ignored: each candidate is ``instance: provider/name, nodes: N``.
 
@@ -35,13 +35,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from perfmodel import cost as costs
-from perfmodel.estimate import run_samples
+from perfmodel.inputs import run_samples
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.hardware.specs import PRICINGS, Instance
 from perfmodel.models import power, preemption
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import HardwareSpec, Scenario, load_scenario
-from perfmodel.search import search
+from perfmodel.plan_search import search
 from perfmodel.units import parse_quantity
 from perfmodel.workloads import workload_from_spec
 
