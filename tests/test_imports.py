@@ -93,3 +93,27 @@ def test_the_graph_sees_function_level_imports():
 def test_the_package_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle)
+
+
+def _fresh(code: str) -> str:
+    src = str(PACKAGE.parent)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": src, "PATH": ""}).stdout.strip()
+
+
+def test_public_verbs_stay_functions_after_every_submodule_is_imported():
+    for module in pkgutil.walk_packages(perfmodel.__path__, "perfmodel."):
+        if not module.name.startswith(("perfmodel.bench", "perfmodel.plots", "perfmodel.cli")):
+            importlib.import_module(module.name)
+    from perfmodel import calibrate, estimate, rank, scaling, search, validate
+
+    for verb in (estimate, search, rank, scaling, validate, calibrate):
+        assert callable(verb) and not isinstance(verb, type(perfmodel)), verb
+
+
+def test_parameters_are_known_in_a_fresh_process():
+    # nothing imported but the package: the static table still knows every model's parameters
+    out = _fresh("import perfmodel, sys; p = perfmodel.default_profile(); "
+                 "print(p.get('matmul_efficiency'), p.get('dp_overlap'), 'pandas' in sys.modules)")
+    efficiency, overlap, pandas_loaded = out.split()
+    assert 0.3 <= float(efficiency) <= 1.0 and 0.0 <= float(overlap) <= 1.0 and pandas_loaded == "False"

@@ -204,7 +204,7 @@ def test_gpt3_175b_never_fits_on_four_a100_80gb():
         dp = 4 // (tp * pp)
         for zero in range(4):
             plan = dict(tp=tp, pp=pp, dp=dp, zero=zero, sequence_parallel=tp > 1)
-            choice = recompute.best_recompute(gpt3, plan, 80 * GB)
+            choice = memory.best_recompute(gpt3, plan, 80 * GB)
             assert choice["strategy"] is None
             assert any("model state alone" in r for r in choice["reasons"])
             assert choice["total_bytes"] >= 175e9 * 16 / 4 * 0.99
@@ -215,24 +215,24 @@ def test_gpt3_175b_megatron_plan():
     not fit with tensor parallelism alone and fits with sequence parallelism + selective."""
     gpt3 = get_workload("gpt3-175b")
     plan = dict(tp=8, pp=16, micro_batch=1, flash_attention=False)
-    options = recompute.recompute_options(gpt3, plan, 80 * GB).set_index("strategy")
+    options = memory.recompute_options(gpt3, plan, 80 * GB).set_index("strategy")
     assert not options.loc["none", "fits"] and options.loc["selective", "fits"]
-    choice = recompute.best_recompute(gpt3, {**plan, "sequence_parallel": True}, 80 * GB)
+    choice = memory.best_recompute(gpt3, {**plan, "sequence_parallel": True}, 80 * GB)
     assert choice["strategy"] == "none"  # SP alone already fits; least recomputation wins
-    tight = recompute.best_recompute(gpt3, {**plan, "sequence_parallel": True}, 50 * GB)
+    tight = memory.best_recompute(gpt3, {**plan, "sequence_parallel": True}, 50 * GB)
     assert tight["strategy"] == "selective"
     assert 0.02 < tight["extra_forward_flops"] < 0.035  # Korthikanti Sec. 5: 2.7 % for GPT-3 175B
 
 
 def test_best_recompute_on_a_cnn():
     resnet = get_workload("resnet50")
-    options = recompute.recompute_options(resnet, dict(micro_batch=256), 80 * GB)
+    options = memory.recompute_options(resnet, dict(micro_batch=256), 80 * GB)
     none, sqrt = options.set_index("strategy").loc[["none", "sqrt"], "activation_bytes"]
     assert sqrt < none / 2
-    assert recompute.best_recompute(resnet, dict(micro_batch=256), 200 * GB)["strategy"] == "none"
+    assert memory.best_recompute(resnet, dict(micro_batch=256), 200 * GB)["strategy"] == "none"
     budget = (none + sqrt) / 2 + 2 * GB
-    assert recompute.best_recompute(resnet, dict(micro_batch=256), budget)["strategy"] == "sqrt"
-    nothing = recompute.best_recompute(resnet, dict(micro_batch=256), 1 * GB)
+    assert memory.best_recompute(resnet, dict(micro_batch=256), budget)["strategy"] == "sqrt"
+    nothing = memory.best_recompute(resnet, dict(micro_batch=256), 1 * GB)
     assert nothing["strategy"] is None and nothing["reasons"]
 
 
@@ -268,7 +268,7 @@ def test_parameters_registered_with_sources():
      "needs recompute_every"),
     (lambda: memory.plan_settings(get_workload("resnet50"), dict(recompute="selective")),
      "use none or sqrt"),
-    (lambda: recompute.best_recompute(get_workload("resnet50"), dict(bogus=1), 80 * GB), "unknown plan fields"),
+    (lambda: memory.best_recompute(get_workload("resnet50"), dict(bogus=1), 80 * GB), "unknown plan fields"),
 ])
 def test_bad_input_is_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
