@@ -21,8 +21,9 @@ import numpy as np
 
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, recompute
-from perfmodel.models.memory import FULL_PRECISIONS, activation_bytes_per_value
+from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.plans import RECOMPUTE_CODES
+from perfmodel.vocabulary import FULL_PRECISIONS
 from perfmodel.workloads.ops import unique_plan_shapes
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",

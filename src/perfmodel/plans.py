@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.scenario import RECOMPUTE, Plan
+from perfmodel.scenario import Plan
+from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
                "recompute_every", "zero", "sequence_parallel")

@@ -23,6 +23,7 @@ import numpy as np
 
 from perfmodel.hardware.specs import GPU
 from perfmodel.profile import CalibrationProfile
+from perfmodel.vocabulary import ELEMENT_BYTES, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
@@ -31,9 +32,7 @@ __all__ = [
     "op_peaks", "op_times", "memory_bound", "roofline_points",
 ]
 
-TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 TENSOR_KINDS = ("matmul", "conv", "attention")
-ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
 
 

@@ -22,6 +22,7 @@ from perfmodel.models import checks
 from perfmodel.models import recompute as rc
 from perfmodel.workloads.ops import unique_plan_shapes
 from perfmodel.units import format_quantity
+from perfmodel.vocabulary import ACTIVATION_BYTES, FULL_PRECISIONS, MIXED_PRECISIONS, OPTIMIZERS
 
 __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per_param",
            "model_state_bytes", "activation_bytes_per_value", "transformer_layer_activation_bytes",
@@ -31,9 +32,6 @@ __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per
            "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_settings", "plan_memory",
            "recompute_options", "best_recompute"]
 
-MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
-FULL_PRECISIONS = ("fp32", "tf32")
-OPTIMIZERS = ("adam", "sgd")
 
 _STATE = {  # (weights, gradients, optimizer) bytes per parameter
     ("mixed", "adam"): (2.0, 2.0, 12.0),  # fp32 master + m + v (ZeRO Sec. 3.1)
@@ -90,10 +88,8 @@ def model_state_bytes(params, dp=1, zero=0, precision="bf16", optimizer="adam") 
 def activation_bytes_per_value(precision: str) -> float:
     """Bytes per stored activation value: 2 for fp16/bf16 (and fp8 training, whose saved
     activations are mostly bf16), 4 for fp32/tf32."""
-    if precision in MIXED_PRECISIONS:
-        return 2.0
-    if precision in FULL_PRECISIONS:
-        return 4.0
+    if precision in ACTIVATION_BYTES:
+        return float(ACTIVATION_BYTES[precision])
     raise ValueError(f"precision {precision!r} is unknown; allowed: {', '.join(MIXED_PRECISIONS + FULL_PRECISIONS)}")
 
 

@@ -47,11 +47,12 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.models import checks
+from perfmodel.vocabulary import RECOMPUTE_STRATEGIES
 
 __all__ = ["STRATEGIES", "check_strategy", "segment_layers", "recomputed_layers", "kept_bytes",
            "working_bytes", "extra_forward_fraction", "recompute_forward_share", "recompute_candidates"]
 
-STRATEGIES = ("none", "selective", "full", "every_k", "sqrt")
+STRATEGIES = RECOMPUTE_STRATEGIES
 
 
 def check_strategy(strategy: str, every=1) -> None:
