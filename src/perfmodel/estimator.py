@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.choice import choose_plans
 from perfmodel.hardware.catalog import Catalog
-from perfmodel.inputs import hardware_summary, resolve, run_samples
+from perfmodel.inputs import hardware_summary, resolve, run_totals
 from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
 from perfmodel.scenario import Scenario
 
@@ -120,8 +120,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
                                 "samples_per_s_low": value["samples_per_s"] * bounds[0],
                                 "samples_per_s_high": value["samples_per_s"] * bounds[1]}
-    samples = run_samples(run, workload)
-    if samples is not None:
-        estimate.time_to_train_s = samples / value["samples_per_s"]
-        estimate.gpu_hours = estimate.time_to_train_s * cluster.num_gpus / 3600.0
+    totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
+    if totals is not None:
+        estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]
     return estimate

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel.cost import gpu_hours
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.scenario import Scenario, load_scenario
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["resolve", "run_samples", "hardware_summary"]
+__all__ = ["resolve", "run_samples", "run_totals", "hardware_summary"]
 
 
 def run_samples(run, workload) -> float | None:
@@ -30,6 +31,16 @@ def run_samples(run, workload) -> float | None:
     if run.epochs is not None:
         return run.epochs * run.dataset_samples
     return None
+
+
+def run_totals(run, workload, samples_per_s: float, num_gpus: int) -> dict[str, float] | None:
+    """``time_to_train_s`` and ``gpu_hours`` of the whole run at ``samples_per_s`` (None when the
+    run does not say how many samples it trains on)."""
+    samples = run_samples(run, workload)
+    if samples is None:
+        return None
+    time_to_train_s = samples / samples_per_s
+    return {"time_to_train_s": time_to_train_s, "gpu_hours": float(gpu_hours(time_to_train_s, num_gpus))}
 
 
 def resolve(scenario: Scenario | str | dict, catalog: Catalog | None = None):

@@ -18,7 +18,7 @@ import pandas as pd
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.choice import choose_plans
-from perfmodel.inputs import run_samples
+from perfmodel.inputs import run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSpec
 from perfmodel.workloads import workload_from_spec
@@ -86,11 +86,10 @@ def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[fl
             return math.nan, f"{workload.name} has no tokens per sample"
         tokens = result["samples_per_s"] * workload.tokens_per_sample
         return (tokens if metric == "tokens_per_s" else tokens / cluster.num_gpus), None
-    samples = run_samples(run, workload)
-    if samples is None:
+    totals = run_totals(run, workload, result["samples_per_s"], cluster.num_gpus)
+    if totals is None:
         return math.nan, f"metric {metric} needs train_samples or train_tokens"
-    seconds = samples / result["samples_per_s"]
-    return (seconds if metric == "time_to_train_s" else seconds * cluster.num_gpus / 3600.0), None
+    return totals[metric], None
 
 
 def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
