@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
@@ -23,6 +24,8 @@ PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "rec
 
 # recompute strategies are carried as integer codes in plan arrays
 RECOMPUTE_CODES = {name: code for code, name in enumerate(RECOMPUTE)}
+# strategies that work layer by layer (transformers only); CNNs take none or sqrt (Chen et al. 2016)
+LAYER_STRATEGIES = ("selective", "full", "every_k")
 
 INVALID_REASONS = (
     "tp*pp*cp*dp does not equal the number of GPUs",
@@ -35,7 +38,7 @@ INVALID_REASONS = (
     "interleaving (vp > 1) needs pipeline parallelism (pp > 1)",
     "ZeRO stage 2/3 with pipeline parallelism is not supported",
     "tensor/pipeline/context parallelism needs a transformer",
-    "recompute 'selective' needs a transformer",
+    "recompute 'selective', 'full' or 'every_k' needs a transformer (CNNs: none or sqrt)",
 )
 
 
@@ -50,12 +53,12 @@ def default_precision(gpu) -> str:
 def settings(plan: Plan, gpu) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
     flash attention (on for Ampere and newer: it needs the tensor cores of sm80+; Dao 2023) and
-    the optimizer (Adam)."""
+    the optimizer (Adam).  Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
     flash = plan.flash_attention
     if flash is None:
-        flash = gpu.architecture not in ("Volta", "Turing")
-    return {"precision": plan.precision or default_precision(gpu), "flash_attention": bool(flash),
-            "optimizer": plan.optimizer or "adam"}
+        flash = gpu is None or gpu.architecture not in ("Volta", "Turing")
+    precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
+    return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam"}
 
 
 def default_micro_batch(family: str) -> int:
@@ -102,23 +105,24 @@ def as_arrays(plan: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int, gpus_per_node: int) -> np.ndarray:
-    """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``."""
+def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gpus_per_node: int | None) -> np.ndarray:
+    """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``.  Without a
+    cluster (``num_gpus`` / ``gpus_per_node`` None) the rules that need one are skipped."""
     tp, pp, dp, cp, vp = (plans[k] for k in ("tp", "pp", "dp", "cp", "vp"))
     transformer = workload.family == "transformer"
     shape = workload.shape
     rules = [
-        tp * pp * cp * dp != num_gpus,
+        (tp * pp * cp * dp != num_gpus) if num_gpus is not None else np.zeros_like(tp, dtype=bool),
         (shape.heads % tp != 0) if transformer else np.zeros_like(tp, dtype=bool),
         (shape.kv_heads % tp != 0) & (tp % shape.kv_heads != 0) if transformer else np.zeros_like(tp, dtype=bool),
         workload.layers % (pp * vp) != 0,
         plans["global_batch"] % (dp * plans["micro_batch"]) != 0,
-        tp > gpus_per_node,
+        (tp > gpus_per_node) if gpus_per_node is not None else np.zeros_like(tp, dtype=bool),
         (shape.seq_len % cp != 0) if transformer else np.zeros_like(cp, dtype=bool),
         (vp > 1) & (pp == 1),
         (plans["zero"] >= 2) & (pp > 1),
         ((tp > 1) | (pp > 1) | (cp > 1)) & (not transformer),
-        (plans["recompute"] == RECOMPUTE_CODES["selective"]) & (not transformer),
+        np.isin(plans["recompute"], [RECOMPUTE_CODES[name] for name in LAYER_STRATEGIES]) & (not transformer),
     ]
     mask = np.zeros(np.broadcast(*rules).shape, dtype=np.int64)
     for bit, rule in enumerate(rules):
@@ -148,7 +152,7 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
 
     Open fields range over: tp and cp powers of two up to a node, pp the divisors of the layer
     count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the global batch,
-    recompute none/selective/full (CNNs: none/full/sqrt; selective only without flash attention,
+    recompute none/selective/full (CNNs: none/sqrt; selective only without flash attention,
     whose kernel already recomputes the attention core), ZeRO 0-3.  ``dp`` follows from the
     others.  Without a global batch, one micro-batch (the given one, else
     :func:`default_micro_batch`) per data-parallel rank at the largest data-parallel degree the
@@ -164,7 +168,7 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     pp = _choices(plan.pp, _divisors(workload.layers, num_gpus) if transformer else [1])
     vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
     strategies = (("none", "full") if flash_attention else ("none", "selective", "full")) if transformer \
-        else ("none", "full", "sqrt")
+        else ("none", "sqrt")
     recompute = [RECOMPUTE_CODES[plan.recompute]] if plan.recompute else [RECOMPUTE_CODES[s] for s in strategies]
     zero = _choices(plan.zero, [0, 1, 2, 3])
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
@@ -205,3 +209,123 @@ def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
     names = list(RECOMPUTE_CODES)
     return [{field: (names[int(plans[field][i])] if field == "recompute" else int(plans[field][i]))
              for field in PLAN_FIELDS} for i in range(len(plans["tp"]))]
+
+
+# --- one plan without a cluster: the memory planner -----------------------------------------------
+
+SETTING_FIELDS = ("precision", "flash_attention", "optimizer")
+
+
+def _plan_dict(plan) -> dict:
+    return dict(plan) if isinstance(plan, dict) else ({} if plan is None else plan.model_dump())
+
+
+def plan_settings(workload, plan) -> dict:
+    """One plan's settings (a :class:`~perfmodel.scenario.Plan`, a dict or ``None``) with the
+    defaults of :func:`resolve_plan` on an unnamed GPU (bf16, flash attention; every degree 1),
+    checked by the rules of :func:`check_plans` that need no cluster.  An unknown
+    ``global_batch`` stays ``None`` (the caller decides how many micro-batches a step has)."""
+    given = {key: value for key, value in _plan_dict(plan).items() if value is not None}
+    allowed = PLAN_FIELDS + SETTING_FIELDS
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown plan fields {unknown}; allowed: {', '.join(allowed)}")
+    recompute.check_strategy(given.get("recompute", "none"), given.get("recompute_every", 1))
+    if given.get("recompute") == "every_k" and "recompute_every" not in given:
+        raise ValueError("recompute 'every_k' needs recompute_every (k >= 1)")
+    one = Plan.model_construct(**given)
+    degrees = [given.get(name, 1) for name in ("dp", "tp", "pp", "cp")]
+    result = resolve_plan(one, int(np.prod(degrees)), None, workload.family)
+    result["global_batch"] = given.get("global_batch")
+    check = {**result, "global_batch": result["global_batch"] or result["dp"] * result["micro_batch"]}
+    reasons = reasons_from_mask(int(check_plans(as_arrays(check), workload, None, None)[0]))
+    if reasons:
+        shown = ", ".join(f"{name}={result[name]}" for name in ("tp", "pp", "vp", "cp", "dp", "recompute"))
+        raise ValueError(f"plan {shown} for {workload.name} ({_shape_summary(workload)}): {'; '.join(reasons)}")
+    return result
+
+
+def _shape_summary(workload) -> str:
+    if workload.family != "transformer":
+        return f"{workload.family}, {workload.layers} layers"
+    shape = workload.shape
+    return f"{shape.layers} layers, {shape.heads} heads, {shape.kv_heads} kv heads, sequence {shape.seq_len}"
+
+
+def recompute_options(workload, plan, capacity, *, profile=None):
+    """Every applicable strategy for ``workload`` under one ``plan`` (a scenario ``Plan`` or a
+    dict; its ``recompute`` is ignored), priced on a GPU offering ``capacity`` bytes.
+
+    A pandas DataFrame with columns ``strategy``, ``recompute_every`` (k for every_k, else
+    <NA>), ``activation_bytes`` (per GPU, in-flight micro-batches and working set included),
+    ``total_bytes`` (all memory components), ``headroom_bytes``, ``fits``, ``stage``,
+    ``extra_forward_flops`` (recomputed forward FLOPs / model forward FLOPs) and
+    ``extra_compute`` (recomputed forward FLOPs / model forward + backward FLOPs).
+    """
+    import pandas as pd
+
+    from perfmodel.profile import default_profile
+
+    settings = plan_settings(workload, {**_plan_dict(plan), "recompute": "none"})
+    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
+    candidates = recompute.recompute_candidates(workload, layers, settings["recompute_every"])
+    n = len(candidates)
+    fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")
+    plans = {key: np.full(n, settings[key]) for key in fields}
+    # an unknown global batch: enough micro-batches to fill the pipeline (interleaved needs < 2 pp)
+    plans["global_batch"] = np.full(n, settings["global_batch"]
+                                    or settings["micro_batch"] * settings["dp"] * 2 * settings["pp"])
+    plans["recompute"] = np.array([recompute.STRATEGIES.index(name) for name, _ in candidates])
+    plans["recompute_every"] = np.array([k for _, k in candidates])
+    plans["sequence_parallel"] = np.full(n, int(settings["sequence_parallel"]))
+    result = memory.plan_memory(workload, None, plans, precision=settings["precision"],
+                                optimizer=settings["optimizer"], flash_attention=settings["flash_attention"],
+                                profile=profile or default_profile(), capacity=capacity, with_reasons=True)
+
+    table = workload.ops(settings["micro_batch"], tp=settings["tp"], cp=settings["cp"],
+                         precision=settings["precision"], flash_attention=settings["flash_attention"])
+    forward = float(table.total("flops"))
+    backward = float((table.backward_flops() * table.per_op("repeat")).sum(axis=0))
+    if workload.family == "transformer":
+        layer_forward = float(table.total("flops", placement="layer"))
+        attention = 0.0 if settings["flash_attention"] else float(
+            table.total("flops", kind=("attention", "softmax"), placement="layer"))
+        recomputed = [recompute.extra_forward_fraction(name, layers, attention / layer_forward, k) * layer_forward
+                      for name, k in candidates]
+    else:
+        recomputed = [forward if name == "sqrt" else 0.0 for name, _ in candidates]
+    recomputed = np.array(recomputed, dtype=float)
+    frame = pd.DataFrame({
+        "strategy": [name for name, _ in candidates],
+        "recompute_every": pd.array([k if name == "every_k" else None for name, k in candidates], dtype="Int64"),
+        "activation_bytes": result["activations"], "total_bytes": result["total"],
+        "headroom_bytes": result["headroom"], "fits": result["fits"].astype(bool), "stage": result["stage"],
+        "extra_forward_flops": recomputed / forward, "extra_compute": recomputed / (forward + backward),
+    })
+    frame.attrs["reasons"] = result["reasons_text"]
+    return frame
+
+
+def best_recompute(workload, plan, memory_budget, *, profile=None) -> dict:
+    """The fastest strategy (least recomputation, then least memory) that fits ``memory_budget``.
+
+    ``memory_budget`` is the memory one GPU offers, in bytes (all components must fit in it).
+    Returns ``{"strategy", "recompute_every", "extra_forward_flops", "extra_compute",
+    "total_bytes", "options", "reasons"}``; when nothing fits, ``strategy`` is ``None`` and
+    ``reasons`` says why for the strategy that needs the least memory.  Never raises for
+    "does not fit"; raises ValueError for a plan that does not divide the model.
+    """
+    options = recompute_options(workload, plan, memory_budget, profile=profile)
+    fitting = options[options["fits"]].sort_values(["extra_compute", "total_bytes"], kind="stable")
+    found = len(fitting) > 0
+    row = fitting.iloc[0] if found else options.sort_values("total_bytes", kind="stable").iloc[0]
+    every = None if row["strategy"] != "every_k" else int(row["recompute_every"])
+    if found:
+        return {"strategy": row["strategy"], "recompute_every": every,
+                "extra_forward_flops": float(row["extra_forward_flops"]),
+                "extra_compute": float(row["extra_compute"]), "total_bytes": float(row["total_bytes"]),
+                "options": options, "reasons": []}
+    reasons = [f"no recomputation strategy fits; the one needing least memory is {row['strategy']}",
+               *options.attrs["reasons"][row.name]]
+    return {"strategy": None, "recompute_every": None, "extra_forward_flops": None, "extra_compute": None,
+            "total_bytes": float(row["total_bytes"]), "options": options, "reasons": reasons}

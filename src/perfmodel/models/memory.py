@@ -29,8 +29,7 @@ __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per
            "transformer_activation_bytes", "transformer_recompute_working_bytes",
            "pipeline_inflight_microbatches", "embedding_dropout_bytes", "output_layer_bytes",
            "cnn_activation_bytes", "cnn_sqrt_activation_bytes", "gpu_capacity_bytes",
-           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_settings", "plan_memory",
-           "recompute_options", "best_recompute"]
+           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_memory"]
 
 
 _STATE = {  # (weights, gradients, optimizer) bytes per parameter
@@ -295,44 +294,6 @@ def memory_reasons(breakdown: dict) -> list[str]:
 
 # --- plan level: a workload and arrays of plans --------------------------------------------------
 
-_PLAN_DEFAULTS = {"precision": "bf16", "tp": 1, "pp": 1, "dp": 1, "cp": 1, "vp": 1, "micro_batch": 1,
-                  "global_batch": None, "recompute": "none", "recompute_every": None, "zero": 0,
-                  "sequence_parallel": False, "flash_attention": True, "optimizer": "adam"}
-
-
-def _plan_dict(plan) -> dict:
-    return dict(plan) if isinstance(plan, dict) else ({} if plan is None else plan.model_dump())
-
-
-def plan_settings(workload, plan) -> dict:
-    """One plan's settings with defaults filled in (a ``perfmodel.scenario.Plan``, a dict or
-    ``None``), checked against the workload: heads divisible by tp, layers by pp x vp, seq_len
-    by cp; CNNs take data parallelism only.  Defaults: bf16, Adam, every degree 1, ZeRO 0, no
-    recomputation, no sequence parallelism, flash attention on (as ``Workload.ops``); an unknown
-    ``global_batch`` means at least ``pp`` micro-batches per step."""
-    given = _plan_dict(plan)
-    unknown = set(given) - set(_PLAN_DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(_PLAN_DEFAULTS)}")
-    settings = {key: given.get(key) if given.get(key) is not None else default
-                for key, default in _PLAN_DEFAULTS.items()}
-    layers = workload.shape.layers if workload.family == "transformer" else workload.layers
-    _check_divides("layers", layers, "pp" if settings["vp"] == 1 else "pp x vp", settings["pp"] * settings["vp"])
-    if workload.family == "transformer":
-        _check_divides("heads", workload.shape.heads, "tp", settings["tp"])
-        _check_divides("seq_len", workload.shape.seq_len, "cp", settings["cp"])
-    elif settings["tp"] > 1 or settings["cp"] > 1 or settings["pp"] > 1:
-        raise ValueError(f"CNN workload {workload.name}: only data parallelism is modelled; "
-                         f"got tp={settings['tp']}, cp={settings['cp']}, pp={settings['pp']}")
-    rc.check_strategy(settings["recompute"], settings["recompute_every"] or 1)
-    if settings["recompute"] == "every_k" and settings["recompute_every"] is None:
-        raise ValueError("recompute 'every_k' needs recompute_every (k >= 1)")
-    if workload.family != "transformer" and settings["recompute"] not in ("none", "sqrt"):
-        raise ValueError(f"recompute {settings['recompute']!r} applies to transformer layers; "
-                         f"for CNN workload {workload.name} use none or sqrt")
-    return settings
-
-
 def _by_strategy(codes, function, *args, every):
     """``function(strategy, *args)`` chosen per plan by its strategy code."""
     out = 0.0
@@ -350,7 +311,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
 
     ``plans``: equal-length integer arrays ``tp, pp, dp, cp, vp, micro_batch, global_batch,
     recompute`` (codes: index in :data:`perfmodel.models.recompute.STRATEGIES`),
-    ``recompute_every, zero, sequence_parallel`` (valid plans; see :func:`plan_settings` for one).
+    ``recompute_every, zero, sequence_parallel`` (valid plans; see
+    :func:`perfmodel.plans.plan_settings` for one).
     ``capacity`` defaults to ``gpu.memory``.  ``params_local`` (parameters per GPU) defaults to the
     op table's: first stage embedding + ``layers/pp`` layers, last stage ``layers/pp`` layers +
     output layer (+ the tied embedding copy Megatron keeps there).  ``saved_bytes`` is unused for
@@ -429,82 +391,3 @@ def _with_reasons(result: dict, with_reasons) -> dict:
         result["reasons_text"] = [memory_reasons({key: result[key][i] for key in COMPONENTS + ("total", "capacity")})
                                   for i in range(n)]
     return result
-
-
-def recompute_options(workload, plan, capacity, *, profile=None):
-    """Every applicable strategy for ``workload`` under one ``plan`` (a scenario ``Plan`` or a
-    dict; its ``recompute`` is ignored), priced on a GPU offering ``capacity`` bytes.
-
-    A pandas DataFrame with columns ``strategy``, ``recompute_every`` (k for every_k, else
-    <NA>), ``activation_bytes`` (per GPU, in-flight micro-batches and working set included),
-    ``total_bytes`` (all memory components), ``headroom_bytes``, ``fits``, ``stage``,
-    ``extra_forward_flops`` (recomputed forward FLOPs / model forward FLOPs) and
-    ``extra_compute`` (recomputed forward FLOPs / model forward + backward FLOPs).
-    """
-    import pandas as pd
-
-    from perfmodel.profile import default_profile
-
-    settings = plan_settings(workload, {**_plan_dict(plan), "recompute": "none"})
-    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
-    candidates = rc.recompute_candidates(workload, layers, settings["recompute_every"])
-    n = len(candidates)
-    fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")
-    plans = {key: np.full(n, settings[key]) for key in fields}
-    # an unknown global batch: enough micro-batches to fill the pipeline (interleaved needs < 2 pp)
-    plans["global_batch"] = np.full(n, settings["global_batch"]
-                                    or settings["micro_batch"] * settings["dp"] * 2 * settings["pp"])
-    plans["recompute"] = np.array([rc.STRATEGIES.index(name) for name, _ in candidates])
-    plans["recompute_every"] = np.array([k for _, k in candidates])
-    plans["sequence_parallel"] = np.full(n, int(settings["sequence_parallel"]))
-    result = plan_memory(workload, None, plans, precision=settings["precision"],
-                                optimizer=settings["optimizer"], flash_attention=settings["flash_attention"],
-                                profile=profile or default_profile(), capacity=capacity, with_reasons=True)
-
-    table = workload.ops(settings["micro_batch"], tp=settings["tp"], cp=settings["cp"],
-                         precision=settings["precision"], flash_attention=settings["flash_attention"])
-    forward = float(table.total("flops"))
-    backward = float((table.backward_flops() * table.per_op("repeat")).sum(axis=0))
-    if workload.family == "transformer":
-        layer_forward = float(table.total("flops", placement="layer"))
-        attention = 0.0 if settings["flash_attention"] else float(
-            table.total("flops", kind=("attention", "softmax"), placement="layer"))
-        recomputed = [rc.extra_forward_fraction(name, layers, attention / layer_forward, k) * layer_forward
-                      for name, k in candidates]
-    else:
-        recomputed = [forward if name == "sqrt" else 0.0 for name, _ in candidates]
-    recomputed = np.array(recomputed, dtype=float)
-    frame = pd.DataFrame({
-        "strategy": [name for name, _ in candidates],
-        "recompute_every": pd.array([k if name == "every_k" else None for name, k in candidates], dtype="Int64"),
-        "activation_bytes": result["activations"], "total_bytes": result["total"],
-        "headroom_bytes": result["headroom"], "fits": result["fits"].astype(bool), "stage": result["stage"],
-        "extra_forward_flops": recomputed / forward, "extra_compute": recomputed / (forward + backward),
-    })
-    frame.attrs["reasons"] = result["reasons_text"]
-    return frame
-
-
-def best_recompute(workload, plan, memory_budget, *, profile=None) -> dict:
-    """The fastest strategy (least recomputation, then least memory) that fits ``memory_budget``.
-
-    ``memory_budget`` is the memory one GPU offers, in bytes (all components must fit in it).
-    Returns ``{"strategy", "recompute_every", "extra_forward_flops", "extra_compute",
-    "total_bytes", "options", "reasons"}``; when nothing fits, ``strategy`` is ``None`` and
-    ``reasons`` says why for the strategy that needs the least memory.  Never raises for
-    "does not fit"; raises ValueError for a plan that does not divide the model.
-    """
-    options = recompute_options(workload, plan, memory_budget, profile=profile)
-    fitting = options[options["fits"]].sort_values(["extra_compute", "total_bytes"], kind="stable")
-    found = len(fitting) > 0
-    row = fitting.iloc[0] if found else options.sort_values("total_bytes", kind="stable").iloc[0]
-    every = None if row["strategy"] != "every_k" else int(row["recompute_every"])
-    if found:
-        return {"strategy": row["strategy"], "recompute_every": every,
-                "extra_forward_flops": float(row["extra_forward_flops"]),
-                "extra_compute": float(row["extra_compute"]), "total_bytes": float(row["total_bytes"]),
-                "options": options, "reasons": []}
-    reasons = [f"no recomputation strategy fits; the one needing least memory is {row['strategy']}",
-               *options.attrs["reasons"][row.name]]
-    return {"strategy": None, "recompute_every": None, "extra_forward_flops": None, "extra_compute": None,
-            "total_bytes": float(row["total_bytes"]), "options": options, "reasons": reasons}

@@ -38,8 +38,8 @@ Strategies (``STRATEGIES``):
               exact when ``g`` divides ``layers``); one extra forward pass.
 
 All functions are pure and broadcast over numpy arrays (``strategy`` is one string).  The
-plan-level helpers :func:`perfmodel.models.memory.recompute_options` and
-:func:`perfmodel.models.memory.best_recompute` price each strategy with the memory model.
+plan-level helpers :func:`perfmodel.plans.recompute_options` and
+:func:`perfmodel.plans.best_recompute` price each strategy with the memory model.
 """
 
 from __future__ import annotations
