@@ -51,47 +51,52 @@ def candidate_plan(plan: Plan) -> Plan:
 def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None) -> list[Choice]:
     """One :class:`Choice` per scenario plan, all on the same workload and cluster; plans that
     share precision, flash attention and optimizer are evaluated in one vectorized call."""
-    out: list[Choice | None] = [None] * len(plans)
     groups: dict[tuple, list[int]] = {}
     for i, plan in enumerate(plans):
         fixed = settings(plan, cluster.gpu)
         cluster.gpu.peak(fixed["precision"])  # a precision the GPU lacks is a malformed scenario
-        groups.setdefault(tuple(fixed.values()), []).append(i)
-    for indices in groups.values():
-        fixed = settings(plans[indices[0]], cluster.gpu)
-        candidates, owners = [], []
-        for i in indices:
-            grid = enumerate_plans(candidate_plan(plans[i]), workload, cluster.num_gpus, cluster.gpus_per_node,
-                                   fixed["flash_attention"])
-            valid = select(grid, check_plans(grid, workload, cluster.num_gpus, cluster.gpus_per_node) == 0)
-            candidates.append(valid)
-            owners.append(np.full(len(valid["tp"]), i))
-        owner = np.concatenate(owners)
-        step = np.full(len(owner), np.inf)
-        fits = np.zeros(len(owner), dtype=bool)
-        if len(owner):
-            arrays = {name: np.concatenate([c[name] for c in candidates]) for name in PLAN_FIELDS}
-            result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data)
-            step, fits = result["step_time_s"], result["memory_fits"].astype(bool)
-        fallback = []
-        for i in indices:
-            mine = np.flatnonzero(owner == i)
-            if fits[mine].any():
-                best = mine[fits[mine]][np.argmin(step[mine][fits[mine]])]
-                record = as_records({name: arrays[name][best:best + 1] for name in PLAN_FIELDS})[0]
-                out[i] = _choice(plans[i], {**fixed, **record})
-                out[i].result = _values(result, best)
-            else:
-                out[i] = _fallback(plans[i], workload, cluster)
-                fallback += [i] if out[i].valid else []
-        if fallback:  # the defaults are valid but do not fit: say by how much
-            arrays = {name: np.concatenate([out[i].arrays[name] for i in fallback]) for name in PLAN_FIELDS}
-            result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data)
-            for position, i in enumerate(fallback):
-                out[i].result = _values(result, position)
-                out[i].reasons = [f"does not fit in GPU memory ({out[i].result['memory_total'] / 1e9:.1f} GB "
-                                  f"needed of {out[i].result['memory_capacity'] / 1e9:.1f} GB)"]
-    return out
+        groups.setdefault(tuple(fixed.items()), []).append(i)
+    out: dict[int, Choice] = {}
+    for fixed, indices in groups.items():
+        chosen = _choose_group(workload, cluster, [plans[i] for i in indices], dict(fixed), profile, data)
+        out.update(zip(indices, chosen))
+    return [out[i] for i in range(len(plans))]
+
+
+def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, data) -> list[Choice]:
+    """The choices of plans that share the settings ``fixed``: all their candidates in one pass."""
+    candidates = []
+    for plan in plans:
+        grid = enumerate_plans(candidate_plan(plan), workload, cluster.num_gpus, cluster.gpus_per_node,
+                               fixed["flash_attention"])
+        candidates.append(select(grid, check_plans(grid, workload, cluster.num_gpus, cluster.gpus_per_node) == 0))
+    owner = np.concatenate([np.full(len(c["tp"]), i) for i, c in enumerate(candidates)])
+    arrays = {name: np.concatenate([c[name] for c in candidates]) for name in PLAN_FIELDS}
+    result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data) if len(owner) else {}
+    choices = []
+    for i, plan in enumerate(plans):
+        mine = np.flatnonzero(owner == i)
+        fitting = mine[result["memory_fits"][mine].astype(bool)] if len(mine) else mine
+        if len(fitting):
+            best = int(fitting[np.argmin(result["step_time_s"][fitting])])
+            record = as_records({name: values[best:best + 1] for name, values in arrays.items()})[0]
+            choices.append(_chosen(plan, {**fixed, **record}, _values(result, best)))
+        else:
+            choices.append(_fallback(plan, workload, cluster))
+    _explain_misfits([c for c in choices if c.valid and not c.fits], workload, cluster, fixed, profile, data)
+    return choices
+
+
+def _explain_misfits(choices: list[Choice], workload, cluster, fixed: dict, profile, data) -> None:
+    """Valid default plans that do not fit: their values and by how much they miss (in place)."""
+    if not choices:
+        return
+    arrays = {name: np.concatenate([choice.arrays[name] for choice in choices]) for name in PLAN_FIELDS}
+    result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data)
+    for position, choice in enumerate(choices):
+        choice.result = _values(result, position)
+        choice.reasons = [f"does not fit in GPU memory ({choice.result['memory_total'] / 1e9:.1f} GB needed "
+                          f"of {choice.result['memory_capacity'] / 1e9:.1f} GB)"]
 
 
 def _values(result: dict[str, np.ndarray], index: int) -> dict[str, float]:
@@ -99,9 +104,10 @@ def _values(result: dict[str, np.ndarray], index: int) -> dict[str, float]:
     return {key: float(values[index]) for key, values in result.items() if key != "memory_stage"}
 
 
-def _choice(plan: Plan, chosen_plan: dict) -> Choice:
+def _chosen(plan: Plan, chosen_plan: dict, result: dict[str, float]) -> Choice:
     open_fields = {name: chosen_plan[name] for name in PLAN_FIELDS if getattr(plan, name) is None}
-    return Choice(plan=chosen_plan, chosen=open_fields, valid=True, fits=True, arrays=as_arrays(chosen_plan))
+    return Choice(plan=chosen_plan, chosen=open_fields, valid=True, fits=True, arrays=as_arrays(chosen_plan),
+                  result=result)
 
 
 def _fallback(plan: Plan, workload, cluster) -> Choice:
