@@ -6,9 +6,13 @@ stages (``vp``, interleaving), the micro-batch and global batch, activation reco
 ZeRO stage.  ``estimate`` evaluates one plan and ``search`` many: both hold plans as a dict of numpy
 arrays (:data:`PLAN_FIELDS`) so the same formulas run on one or a million candidates.
 
-:func:`enumerate_plans` gives the candidates for the fields a plan leaves open (the search grid and
-the choice of :func:`perfmodel.choice.choose_plan` alike).  Invalid plans are not errors: :func:`check_plans` returns a bit mask per plan whose bits index
-:data:`INVALID_REASONS`, so that search can count them by reason.
+This module owns the plan: its array form, its defaults (:func:`settings`, :func:`resolve_plan`),
+its rules (:func:`check_plans`, used for arrays of candidates and, through :func:`plan_settings`,
+for one plan) and its candidates (:func:`enumerate_plans`: the search grid and what
+:func:`perfmodel.choice.choose_plans` chooses from).  Invalid plans are not errors:
+:func:`check_plans` returns a bit mask per plan whose bits index :data:`INVALID_REASONS`, so that
+search can count them by reason.  :func:`recompute_options` and :func:`best_recompute` price the
+recomputation strategies of one plan without a cluster (the memory planner).
 """
 
 from __future__ import annotations
