@@ -53,3 +53,27 @@ def test_the_choice_is_the_fastest_fitting_plan_search_lists():
     assert {key: estimate.plan[key] for key in ("tp", "pp", "dp", "micro_batch", "zero")} == \
         {key: int(best[key]) for key in ("tp", "pp", "dp", "micro_batch", "zero")}
     assert math.isfinite(estimate.step_time_s) and np.isfinite(best["mfu"])
+
+
+def test_a_scenario_that_cannot_fit_reports_the_defaults_and_by_how_much():
+    from perfmodel.choice import choose_plan
+
+    scenario = {"workload": {"model": "gpt3-175b"}, "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 1}}
+    choice = choose_plan(scenario)
+    assert choice.valid and not choice.fits and choice.chosen == {}
+    assert choice.plan["tp"] == 1 and choice.plan["recompute"] == "none" and choice.plan["zero"] == 0
+    assert choice.reasons[0].startswith("does not fit in GPU memory (")
+    assert choice.result["memory_total"] > choice.result["memory_capacity"]
+    assert not perfmodel.estimate(scenario).feasible
+
+
+def test_a_plan_that_breaks_a_rule_names_it_and_fixed_fields_stay_fixed():
+    from perfmodel.choice import choose_plan
+
+    scenario = {"workload": {"model": "llama2-7b"}, "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 8},
+                "plan": {"tp": 3}}
+    choice = choose_plan(scenario)
+    assert not choice.valid and not choice.fits and choice.plan["tp"] == 3
+    assert "tp does not divide the attention heads" in choice.reasons
+    estimate = perfmodel.estimate(scenario)
+    assert not estimate.feasible and "tp does not divide the attention heads" in estimate.reasons

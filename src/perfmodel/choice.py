@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.chain import evaluate
+from perfmodel.inputs import resolve
 from perfmodel.plans import (PLAN_FIELDS, as_arrays, as_records, check_plans, enumerate_plans,
                              reasons_from_mask, resolve_plan, select, settings)
+from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
-__all__ = ["Choice", "choose_plans", "candidate_plan"]
+__all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan"]
 
 # plan fields a choice fixes when the scenario leaves them out (the rest are chosen)
 FIXED_WHEN_OPEN = {"cp": 1, "vp": 1}
@@ -46,6 +48,13 @@ class Choice:
 def candidate_plan(plan: Plan) -> Plan:
     """The scenario plan whose open fields a choice ranges over (:data:`FIXED_WHEN_OPEN` set)."""
     return plan.model_copy(update={name: getattr(plan, name) or value for name, value in FIXED_WHEN_OPEN.items()})
+
+
+def choose_plan(scenario, catalog=None, profile=None) -> Choice:
+    """The :class:`Choice` for one scenario (a Scenario, a file path or a dict)."""
+    scenario, workload, cluster = resolve(scenario, catalog)
+    return choose_plans(workload, cluster, [scenario.plan], profile=profile or default_profile(),
+                        data=scenario.data)[0]
 
 
 def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None) -> list[Choice]:

@@ -35,8 +35,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from perfmodel import cost as costs
-from perfmodel.choice import choose_plans
-from perfmodel.inputs import resolve, run_samples
+from perfmodel.choice import choose_plan
+from perfmodel.inputs import run_samples
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.hardware.specs import PRICINGS, Instance
 from perfmodel.models import power, preemption
@@ -135,8 +135,7 @@ def _plan_row(candidate: Scenario, catalog, profile):
     """(the chosen plan's fields and chain outputs as a Series, or None; the reason when None)."""
     import pandas as pd
 
-    candidate, workload, cluster = resolve(candidate, catalog)
-    choice = choose_plans(workload, cluster, [candidate.plan], profile=profile, data=candidate.data)[0]
+    choice = choose_plan(candidate, catalog, profile)
     if not choice.fits:
         return None, "no feasible plan: " + ("; ".join(choice.reasons) or "no candidate plan")
     return pd.Series({**choice.plan, **choice.result}), ""
