@@ -24,7 +24,6 @@ from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSp
 from perfmodel.workloads import workload_from_spec
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
-HARDWARE_COLUMNS = ("gpu", "num_gpus", "gpus_per_node", "intra", "inter")
 METRICS = MEASUREMENT_METRICS["train"]
 
 
