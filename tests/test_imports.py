@@ -103,7 +103,7 @@ def _fresh(code: str) -> str:
 
 def test_public_verbs_stay_functions_after_every_submodule_is_imported():
     for module in pkgutil.walk_packages(perfmodel.__path__, "perfmodel."):
-        if not module.name.startswith(("perfmodel.bench", "perfmodel.plots", "perfmodel.cli")):
+        if not module.name.startswith("perfmodel.bench"):  # needs PyTorch
             importlib.import_module(module.name)
     from perfmodel import calibrate, estimate, rank, scaling, search, validate
 
