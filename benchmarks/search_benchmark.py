@@ -26,8 +26,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import perfmodel.search as search_module  # noqa: E402
-from perfmodel.estimate import estimate  # noqa: E402
+import perfmodel.plan_search as search_module  # noqa: E402
+from perfmodel import estimate  # noqa: E402
 from perfmodel.hardware.catalog import load_catalog  # noqa: E402
 from perfmodel.plans import RECOMPUTE_CODES  # noqa: E402
 
@@ -49,7 +49,7 @@ SCENARIOS = {
 
 
 class CountingEvaluate:
-    """Wraps perfmodel.search.evaluate: counts the plans passed in and keeps the last batch."""
+    """Wraps perfmodel.plan_search.evaluate: counts the plans passed in and keeps the last batch."""
 
     def __init__(self, evaluate):
         self.evaluate, self.plans, self.last = evaluate, 0, None
@@ -88,14 +88,14 @@ def time_loop(scenario, catalog, plans: dict, sample: int, rng) -> tuple[float, 
 
 def time_batch_evaluate(scenario, catalog, copies: int = 200):
     """Plans and seconds for one evaluate() call on ``copies`` x the scenario's valid plans."""
-    from perfmodel.estimate import resolve
-    from perfmodel.evaluate import evaluate
-    from perfmodel.plans import check_plans
+    from perfmodel.job import resolve
+    from perfmodel.chain import evaluate
+    from perfmodel.plans import check_plans, enumerate_plans, select
     from perfmodel.profile import default_profile
 
     scenario, workload, cluster = resolve(scenario, catalog)
-    plans = search_module.enumerate_plans(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node)
-    valid = search_module.select(plans, check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node) == 0)
+    plans = enumerate_plans(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node)
+    valid = select(plans, check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node) == 0)
     batch = {name: np.tile(values, copies) for name, values in valid.items()}
     arguments = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=default_profile())
     evaluate(workload, cluster, batch, **arguments)  # warm the op-table cache

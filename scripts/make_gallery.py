@@ -17,12 +17,12 @@ matplotlib.use("Agg")
 from perfmodel import load_catalog, load_scenario, plots  # noqa: E402
 from perfmodel.calibration.measurements import shipped_measurements  # noqa: E402
 from perfmodel.calibration.validate import validate  # noqa: E402
-from perfmodel.estimate import estimate  # noqa: E402
+from perfmodel import estimate  # noqa: E402
 from perfmodel.models.comm import sweep  # noqa: E402
 from perfmodel.models.compute import roofline_points  # noqa: E402
 from perfmodel.profile import default_profile  # noqa: E402
-from perfmodel.rank import rank  # noqa: E402
-from perfmodel.scaling import scaling  # noqa: E402
+from perfmodel import rank  # noqa: E402
+from perfmodel import scaling  # noqa: E402
 from perfmodel.workloads import get_workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.estimate import estimate
-from perfmodel.evaluate import BOTTLENECK_OF, BREAKDOWN
+from perfmodel import estimate
+from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN
 from perfmodel.hardware.catalog import CatalogError, load_catalog
 from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from perfmodel import plots
-from perfmodel.estimate import estimate
+from perfmodel import estimate
 from perfmodel.hardware.catalog import load_catalog
 
 UNIT = re.compile(r"\((?:[^)]*\b(?:s|ms|GB|TFLOP/s|FLOP/byte|bytes|GB/s|USD|days|%|x|us)\b[^)]*)\)")

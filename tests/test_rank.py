@@ -15,11 +15,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfmodel.rank as rank_module
+import perfmodel.ranking as rank_module
 from perfmodel import cost, load_catalog
 from perfmodel.cli import main
 from perfmodel.profile import CalibrationProfile
-from perfmodel.rank import pareto_front, rank
+from perfmodel.ranking import pareto_front, rank
 
 GLOBAL_BATCH = 512
 TOKENS = 2048 * GLOBAL_BATCH * 1000  # 1000 steps of gpt3-175b (2048 tokens per sample)
@@ -55,13 +55,11 @@ def breakdown_of(instance: str, num_gpus: int) -> dict[str, float]:
             "dp_comm": 0.02 * np.log2(num_gpus + 1), "overhead": 0.01}
 
 
-def fake_search(scenario, catalog=None, profile=None, *, top=None):
+def fake_plan_row(scenario, catalog=None, profile=None):
     instance, nodes = scenario.hardware.instance, scenario.hardware.nodes
     num_gpus = 8 * nodes
     if instance.endswith("tiny"):
-        frame = pd.DataFrame()
-        frame.attrs["infeasible"] = {"does not fit in GPU memory": 7, "tp does not divide heads": 2}
-        return frame
+        return None, "no feasible plan: does not fit in GPU memory (90.1 GB needed of 40.0 GB)"
     parts = breakdown_of(instance, num_gpus)
     step = sum(parts.values())
     flops = 2204412785197056.0 * GLOBAL_BATCH  # gpt3-175b training FLOPs per sample x batch
@@ -71,14 +69,12 @@ def fake_search(scenario, catalog=None, profile=None, *, top=None):
            "samples_per_s": GLOBAL_BATCH / step, "tokens_per_s": GLOBAL_BATCH * 2048 / step,
            "tflops_per_gpu": flops / step / num_gpus / 1e12, "mfu": 0.4,
            "gpu_utilization": sum(parts[k] for k in BUSY) / step, "precision": "bf16", "fits": True}
-    frame = pd.DataFrame([row])
-    frame.attrs["infeasible"] = {}
-    return frame
+    return pd.Series(row), ""
 
 
 @pytest.fixture
 def stub(monkeypatch):
-    monkeypatch.setattr(rank_module, "search", fake_search)
+    monkeypatch.setattr(rank_module, "_plan_row", fake_plan_row)
 
 
 def scenario(run=True, **run_fields):
@@ -259,11 +255,11 @@ def test_without_a_run_section_times_and_costs_are_per_step(stub, catalog):
 def test_search_runs_once_per_distinct_hardware(monkeypatch, catalog):
     calls = []
 
-    def counting(scenario, catalog=None, profile=None, *, top=None):
+    def counting(scenario, catalog=None, profile=None):
         calls.append(scenario.hardware.instance)
-        return fake_search(scenario, catalog, profile, top=top)
+        return fake_plan_row(scenario, catalog, profile)
 
-    monkeypatch.setattr(rank_module, "search", counting)
+    monkeypatch.setattr(rank_module, "_plan_row", counting)
     # fast and twin share GPU, fabric and network: the search runs for the first only
     frame = rank(scenario(), catalog, PROFILE, instances=["test/fast", "test/twin"], nodes=[1, 2],
                  pricing=["on_demand", "spot"])

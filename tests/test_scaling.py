@@ -4,7 +4,7 @@ scaling grows the global batch with the GPU count."""
 import numpy as np
 import pytest
 
-from perfmodel.scaling import scaling
+from perfmodel import scaling
 
 RESNET = {"workload": {"model": "resnet50"},
           "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3",

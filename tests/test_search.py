@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.estimate import estimate
-from perfmodel.evaluate import BREAKDOWN
-from perfmodel.search import best_estimate, enumerate_plans, search
+from perfmodel import estimate
+from perfmodel.chain import BREAKDOWN
+from perfmodel.plan_search import best_estimate, search
+from perfmodel.plans import enumerate_plans
 from perfmodel.workloads import get_workload
 
 GPUS = {"V100-SXM2-16GB": "nvlink2", "A100-SXM4-40GB": "nvlink3", "A100-SXM4-80GB": "nvlink3",

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import perfmodel.calibration.predictors  # noqa: F401  (register the real ones first)
 import perfmodel.cli as cli
 import perfmodel.cli.validate as validate_cli
 from perfmodel.calibration.validate import PREDICTORS, validate

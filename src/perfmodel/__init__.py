@@ -21,10 +21,10 @@ __version__ = "0.1.0"
 
 # name -> module that defines it, imported when the name is first used
 _LAZY = {
-    "Estimate": "perfmodel.estimate", "estimate": "perfmodel.estimate",
-    "search": "perfmodel.search", "best_estimate": "perfmodel.search",
-    "scaling": "perfmodel.scaling",
-    "rank": "perfmodel.rank",
+    "Estimate": "perfmodel.estimator", "estimate": "perfmodel.estimator",
+    "search": "perfmodel.plan_search", "best_estimate": "perfmodel.plan_search",
+    "scaling": "perfmodel.scaling_curve",
+    "rank": "perfmodel.ranking",
     "validate": "perfmodel.calibration.validate", "summarize": "perfmodel.calibration.validate",
     "calibrate": "perfmodel.calibration.fit", "cross_validate": "perfmodel.calibration.fit",
     "load_measurements": "perfmodel.calibration.measurements",

@@ -8,8 +8,8 @@ stops when *any* of its spot nodes is interrupted, so the cluster's interruption
 per-instance rate times the number of spot nodes.
 
 Pure functions over floats or numpy arrays that broadcast.  Default interruption rates per
-provider are registered parameters (:data:`SPOT_RATE_PARAMETERS`); the caller reads them from a
-profile and passes numbers in.
+provider are parameters (:data:`SPOT_RATE_PARAMETERS`, declared in :mod:`perfmodel.parameters`);
+the caller reads them from a profile and passes numbers in.
 """
 
 from __future__ import annotations
@@ -17,18 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.models import preemption
-from perfmodel.profile import Parameter, register
 
 __all__ = ["cost_usd", "gpu_hours", "cost_per_million_tokens", "cost_per_epoch", "spot_expected",
            "mixed_fleet", "per_dollar", "tflops_per_dollar_hour", "spot_rate_parameter",
            "SPOT_RATE_PARAMETERS", "SECONDS_PER_HOUR"]
 
 SECONDS_PER_HOUR = 3600.0
-_HOURS_PER_MONTH = 730.0  # 8760 h / 12
 
-_AWS_ADVISOR = ("AWS Spot Instance Advisor (spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json): "
-                "'frequency of interruption' = share of capacity reclaimed in the trailing month, in "
-                "buckets <5 %, 5-10 %, 10-15 %, 15-20 %, >20 %")
 SPOT_RATE_PARAMETERS = {
     "aws": "spot_interruptions_per_hour_aws",
     "gcp": "spot_interruptions_per_hour_gcp",
@@ -36,49 +31,9 @@ SPOT_RATE_PARAMETERS = {
 }
 _OTHER_SPOT_RATE = "spot_interruptions_per_hour_other"
 
-register(
-    Parameter(
-        name="spot_interruptions_per_hour_aws", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,
-        unit="interruptions per instance-hour",
-        description="rate at which one AWS spot instance is interrupted",
-        source=f"assumption from {_AWS_ADVISOR}: the top bucket '>20 %' read as 0.20 interruptions "
-               "per instance-month (730 h) = 2.7e-4 per hour; large GPU types usually sit in that "
-               "bucket (not checked per type); a lower bound for them"),
-    Parameter(
-        name="spot_interruptions_per_hour_gcp", default=0.10 / 24.0, low=0.0, high=1.0,
-        unit="interruptions per instance-hour",
-        description="rate at which one GCP spot VM is preempted",
-        source="assumption: the mid-point of the 5-15 % per day historical preemption rate formerly "
-               "quoted in Google Compute Engine's preemptible VM documentation (not re-verified), "
-               "0.10 / 24 h = 4.2e-3 per hour"),
-    Parameter(
-        name="spot_interruptions_per_hour_azure", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,
-        unit="interruptions per instance-hour",
-        description="rate at which one Azure spot VM is evicted",
-        source="assumption: Azure shows spot eviction-rate buckets like AWS's (0-5 % ... 20 %+); "
-               "the top bucket read as 0.20 per instance-month as for AWS"),
-    Parameter(
-        name=_OTHER_SPOT_RATE, default=0.10 / 24.0, low=0.0, high=1.0,
-        unit="interruptions per instance-hour",
-        description="interruption rate of spot capacity from providers without their own default",
-        source="assumption: the most pessimistic of the provider defaults (GCP's 5-15 %/day mid-point)"),
-    Parameter(
-        name="spot_restart_time", default=600.0, low=0.0, high=7200.0, unit="s",
-        description="time from an interruption until training runs again (replacement capacity, "
-                    "container start, NCCL init, checkpoint load)",
-        source="assumption: 10 minutes; AWS gives a 2-minute notice and replacement GPU capacity plus "
-               "job start takes minutes; measure your own restart for real numbers"),
-    Parameter(
-        name="checkpoint_write_bandwidth_per_node", default=2e9, low=1e7, high=1e11, unit="B/s",
-        description="rate at which one node writes its share of a checkpoint when the scenario does "
-                    "not give run.checkpoint_write",
-        source="assumption: about one parallel-file-system / object-store client per node at 2 GB/s "
-               "(the scenario spec's example storage_bandwidth); set run.checkpoint_write for real numbers"),
-)
-
 
 def spot_rate_parameter(provider: str) -> str:
-    """Name of the registered default spot interruption rate for ``provider``."""
+    """Name of the default spot interruption rate for ``provider``."""
     return SPOT_RATE_PARAMETERS.get(str(provider).lower(), _OTHER_SPOT_RATE)
 
 

@@ -6,21 +6,30 @@ stages (``vp``, interleaving), the micro-batch and global batch, activation reco
 ZeRO stage.  ``estimate`` evaluates one plan and ``search`` many: both hold plans as a dict of numpy
 arrays (:data:`PLAN_FIELDS`) so the same formulas run on one or a million candidates.
 
-Invalid plans are not errors: :func:`check_plans` returns a bit mask per plan whose bits index
-:data:`INVALID_REASONS`, so that search can count them by reason.
+This module owns the plan: its array form, its defaults (:func:`settings`, :func:`resolve_plan`),
+its rules (:func:`check_plans`, used for arrays of candidates and, through :func:`plan_settings`,
+for one plan) and its candidates (:func:`enumerate_plans`: the search grid and what
+:func:`perfmodel.choice.choose_plans` chooses from).  Invalid plans are not errors:
+:func:`check_plans` returns a bit mask per plan whose bits index :data:`INVALID_REASONS`, so that
+search can count them by reason.  :func:`recompute_options` and :func:`best_recompute` price the
+recomputation strategies of one plan without a cluster (the memory planner).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.scenario import RECOMPUTE, Plan
+from perfmodel.models import memory, recompute
+from perfmodel.scenario import Plan
+from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
                "recompute_every", "zero", "sequence_parallel")
 
 # recompute strategies are carried as integer codes in plan arrays
 RECOMPUTE_CODES = {name: code for code, name in enumerate(RECOMPUTE)}
+# strategies that work layer by layer (transformers only); CNNs take none or sqrt (Chen et al. 2016)
+LAYER_STRATEGIES = ("selective", "full", "every_k")
 
 INVALID_REASONS = (
     "tp*pp*cp*dp does not equal the number of GPUs",
@@ -33,7 +42,7 @@ INVALID_REASONS = (
     "interleaving (vp > 1) needs pipeline parallelism (pp > 1)",
     "ZeRO stage 2/3 with pipeline parallelism is not supported",
     "tensor/pipeline/context parallelism needs a transformer",
-    "recompute 'selective' needs a transformer",
+    "recompute 'selective', 'full' or 'every_k' needs a transformer (CNNs: none or sqrt)",
 )
 
 
@@ -45,57 +54,46 @@ def default_precision(gpu) -> str:
     raise ValueError(f"{gpu.name} has no bf16, fp16 or fp32 peak in the catalog")
 
 
+def settings(plan: Plan, gpu) -> dict:
+    """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
+    flash attention (on for Ampere and newer: it needs the tensor cores of sm80+; Dao 2023) and
+    the optimizer (Adam).  Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
+    flash = plan.flash_attention
+    if flash is None:
+        flash = gpu is None or gpu.architecture not in ("Volta", "Turing")
+    precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
+    return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam"}
+
+
+def default_micro_batch(family: str) -> int:
+    """Micro-batch a plan that leaves it open starts from: 1 for transformers, 32 for CNNs."""
+    return 1 if family == "transformer" else 32
+
+
 def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str) -> dict:
     """Fill the plan fields a scenario leaves out with estimate's documented defaults.
 
     Defaults: no tensor/pipeline/context parallelism, all remaining GPUs data-parallel, micro-batch
     1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, no ZeRO,
     sequence parallelism whenever tp > 1 (Korthikanti et al. 2022), flash attention on Ampere and
-    newer (it needs tensor cores of sm80+; Dao 2023), Adam, and :func:`default_precision`.
+    newer, Adam, and :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
+    the candidates a choice ranges over; this is the plan that explains why when none is valid.
     """
     tp, pp, cp, vp = (plan.tp or 1), (plan.pp or 1), (plan.cp or 1), (plan.vp or 1)
     dp = plan.dp or max(1, num_gpus // (tp * pp * cp))
-    micro_batch = plan.micro_batch or (1 if family == "transformer" else 32)
+    micro_batch = plan.micro_batch or default_micro_batch(family)
     if plan.micro_batch is None and plan.global_batch is not None and family == "cnn":
         micro_batch = max(1, plan.global_batch // dp)
     global_batch = plan.global_batch or dp * micro_batch
-    flash = plan.flash_attention
-    if flash is None:
-        flash = gpu.architecture not in ("Volta", "Turing")
     return {
-        "precision": plan.precision or default_precision(gpu),
+        **settings(plan, gpu),
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
         "micro_batch": micro_batch, "global_batch": global_batch,
         "recompute": plan.recompute or "none",
         "recompute_every": plan.recompute_every or 1,
         "zero": plan.zero or 0,
         "sequence_parallel": plan.sequence_parallel if plan.sequence_parallel is not None else tp > 1,
-        "flash_attention": bool(flash),
-        "optimizer": plan.optimizer or "adam",
     }
-
-
-def completions(plan: Plan, family: str) -> list[dict]:
-    """Alternatives for the open plan fields that decide whether a job fits in memory.
-
-    A scenario (or a measured run) that does not fix ``recompute`` or ``zero`` is evaluated with
-    each of: recompute none / selective / full (transformers; CNNs: none) x ZeRO 0 / 1 (the
-    distributed optimizer), and the fastest that fits is taken; the first entry is the default of
-    :func:`resolve_plan`.  An engineer who ran the job chose settings that fit; this is the
-    estimator's way of doing the same, and the chosen values are reported with the estimate.
-    """
-    recompute = [plan.recompute] if plan.recompute else (
-        ["none", "selective", "full"] if family == "transformer" else ["none"])
-    zero = [plan.zero] if plan.zero is not None else [0, 1]
-    return [{"recompute": r, "zero": z} for r in recompute for z in zero]
-
-
-def pick_fastest_fitting(step_time: np.ndarray, fits: np.ndarray, valid: np.ndarray) -> int:
-    """Index of the fastest plan that is valid and fits; else the first valid one; else 0."""
-    ok = valid & fits
-    if ok.any():
-        return int(np.flatnonzero(ok)[np.argmin(step_time[ok])])
-    return int(np.flatnonzero(valid)[0]) if valid.any() else 0
 
 
 def as_arrays(plan: dict) -> dict[str, np.ndarray]:
@@ -111,23 +109,24 @@ def as_arrays(plan: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int, gpus_per_node: int) -> np.ndarray:
-    """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``."""
+def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gpus_per_node: int | None) -> np.ndarray:
+    """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``.  Without a
+    cluster (``num_gpus`` / ``gpus_per_node`` None) the rules that need one are skipped."""
     tp, pp, dp, cp, vp = (plans[k] for k in ("tp", "pp", "dp", "cp", "vp"))
     transformer = workload.family == "transformer"
     shape = workload.shape
     rules = [
-        tp * pp * cp * dp != num_gpus,
+        (tp * pp * cp * dp != num_gpus) if num_gpus is not None else np.zeros_like(tp, dtype=bool),
         (shape.heads % tp != 0) if transformer else np.zeros_like(tp, dtype=bool),
         (shape.kv_heads % tp != 0) & (tp % shape.kv_heads != 0) if transformer else np.zeros_like(tp, dtype=bool),
         workload.layers % (pp * vp) != 0,
         plans["global_batch"] % (dp * plans["micro_batch"]) != 0,
-        tp > gpus_per_node,
+        (tp > gpus_per_node) if gpus_per_node is not None else np.zeros_like(tp, dtype=bool),
         (shape.seq_len % cp != 0) if transformer else np.zeros_like(cp, dtype=bool),
         (vp > 1) & (pp == 1),
         (plans["zero"] >= 2) & (pp > 1),
         ((tp > 1) | (pp > 1) | (cp > 1)) & (not transformer),
-        (plans["recompute"] == RECOMPUTE_CODES["selective"]) & (not transformer),
+        np.isin(plans["recompute"], [RECOMPUTE_CODES[name] for name in LAYER_STRATEGIES]) & (not transformer),
     ]
     mask = np.zeros(np.broadcast(*rules).shape, dtype=np.int64)
     for bit, rule in enumerate(rules):
@@ -138,3 +137,199 @@ def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int, gpus_per_
 def reasons_from_mask(mask: int) -> list[str]:
     """The reasons a plan mask stands for, in :data:`INVALID_REASONS` order."""
     return [reason for bit, reason in enumerate(INVALID_REASONS) if int(mask) >> bit & 1]
+
+
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def _choices(fixed, default: list[int]) -> list[int]:
+    return [fixed] if fixed is not None else default
+
+
+def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
+                    flash_attention: bool = True) -> dict[str, np.ndarray]:
+    """Candidate plans (before validity checks) as a grid of :data:`PLAN_FIELDS`.
+
+    Open fields range over: tp and cp powers of two up to a node, pp the divisors of the layer
+    count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the global batch,
+    recompute none/selective/full (CNNs: none/sqrt; selective only without flash attention,
+    whose kernel already recomputes the attention core), ZeRO 0-3.  ``dp`` follows from the
+    others.  Without a global batch, one micro-batch (the given one, else
+    :func:`default_micro_batch`) per data-parallel rank at the largest data-parallel degree the
+    fixed degrees allow, so every plan trains on the same number of samples per step.
+
+    Each field is an integer array shaped to broadcast over the grid (one axis per open field),
+    so rules can be checked without materialising the grid; :func:`select` gathers plans from it.
+    """
+    transformer = workload.family == "transformer"
+    node_powers = [p for p in POWERS_OF_TWO if p <= gpus_per_node]
+    tp = _choices(plan.tp, node_powers if transformer else [1])
+    cp = _choices(plan.cp, [p for p in node_powers if p <= 8] if transformer else [1])
+    pp = _choices(plan.pp, _divisors(workload.layers, num_gpus) if transformer else [1])
+    vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
+    strategies = (("none", "full") if flash_attention else ("none", "selective", "full")) if transformer \
+        else ("none", "sqrt")
+    recompute = [RECOMPUTE_CODES[plan.recompute]] if plan.recompute else [RECOMPUTE_CODES[s] for s in strategies]
+    zero = _choices(plan.zero, [0, 1, 2, 3])
+    widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
+    global_batch = plan.global_batch or widest_dp * (plan.micro_batch or default_micro_batch(workload.family))
+    micro = _choices(plan.micro_batch, [p for p in POWERS_OF_TWO if p <= max(1, global_batch)])
+    axes = (tp, pp, cp, vp, micro, recompute, zero)
+    plans = {name: np.asarray(values, dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(axes))])
+             for axis, (name, values) in enumerate(zip(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"),
+                                                       axes))}
+    plans["dp"] = np.maximum(1, num_gpus // (plans["tp"] * plans["pp"] * plans["cp"]))
+    if plan.dp is not None:
+        plans["dp"] = np.full_like(plans["dp"], plan.dp)
+    plans["global_batch"] = np.array(global_batch, dtype=np.int64)
+    plans["recompute_every"] = np.array(plan.recompute_every or 1, dtype=np.int64)
+    sequence_parallel = plan.sequence_parallel if plan.sequence_parallel is not None else True
+    plans["sequence_parallel"] = ((plans["tp"] > 1) & sequence_parallel).astype(np.int64)
+    return {name: plans[name] for name in PLAN_FIELDS}
+
+
+def select(plans: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
+    """The plans of a broadcast grid where ``keep`` (grid-shaped, boolean) is true, as 1-D arrays."""
+    index = np.nonzero(keep)
+    return {name: np.broadcast_to(values, keep.shape)[index] for name, values in plans.items()}
+
+
+def count_reasons(mask: np.ndarray) -> dict[str, int]:
+    """How many plans of a :func:`check_plans` mask break each rule (rules broken by none left out)."""
+    counts = {}
+    for bit, reason in enumerate(INVALID_REASONS):
+        hits = int(np.count_nonzero(mask >> bit & 1))
+        if hits:
+            counts[reason] = hits
+    return counts
+
+
+def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
+    """1-D plan arrays as one dict of Python scalars per plan (recompute by name)."""
+    names = list(RECOMPUTE_CODES)
+    return [{field: (names[int(plans[field][i])] if field == "recompute" else int(plans[field][i]))
+             for field in PLAN_FIELDS} for i in range(len(plans["tp"]))]
+
+
+# --- one plan without a cluster: the memory planner -----------------------------------------------
+
+SETTING_FIELDS = ("precision", "flash_attention", "optimizer")
+
+
+def _plan_dict(plan) -> dict:
+    return dict(plan) if isinstance(plan, dict) else ({} if plan is None else plan.model_dump())
+
+
+def plan_settings(workload, plan) -> dict:
+    """One plan's settings (a :class:`~perfmodel.scenario.Plan`, a dict or ``None``) with the
+    defaults of :func:`resolve_plan` on an unnamed GPU (bf16, flash attention; every degree 1),
+    checked by the rules of :func:`check_plans` that need no cluster.  An unknown
+    ``global_batch`` stays ``None`` (the caller decides how many micro-batches a step has)."""
+    given = {key: value for key, value in _plan_dict(plan).items() if value is not None}
+    allowed = PLAN_FIELDS + SETTING_FIELDS
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown plan fields {unknown}; allowed: {', '.join(allowed)}")
+    recompute.check_strategy(given.get("recompute", "none"), given.get("recompute_every", 1))
+    if given.get("recompute") == "every_k" and "recompute_every" not in given:
+        raise ValueError("recompute 'every_k' needs recompute_every (k >= 1)")
+    one = Plan.model_construct(**given)
+    degrees = [given.get(name, 1) for name in ("dp", "tp", "pp", "cp")]
+    result = resolve_plan(one, int(np.prod(degrees)), None, workload.family)
+    result["global_batch"] = given.get("global_batch")
+    check = {**result, "global_batch": result["global_batch"] or result["dp"] * result["micro_batch"]}
+    reasons = reasons_from_mask(int(check_plans(as_arrays(check), workload, None, None)[0]))
+    if reasons:
+        shown = ", ".join(f"{name}={result[name]}" for name in ("tp", "pp", "vp", "cp", "dp", "recompute"))
+        raise ValueError(f"plan {shown} for {workload.name} ({_shape_summary(workload)}): {'; '.join(reasons)}")
+    return result
+
+
+def _shape_summary(workload) -> str:
+    if workload.family != "transformer":
+        return f"{workload.family}, {workload.layers} layers"
+    shape = workload.shape
+    return f"{shape.layers} layers, {shape.heads} heads, {shape.kv_heads} kv heads, sequence {shape.seq_len}"
+
+
+def recompute_options(workload, plan, capacity, *, profile=None):
+    """Every applicable strategy for ``workload`` under one ``plan`` (a scenario ``Plan`` or a
+    dict; its ``recompute`` is ignored), priced on a GPU offering ``capacity`` bytes.
+
+    A pandas DataFrame with columns ``strategy``, ``recompute_every`` (k for every_k, else
+    <NA>), ``activation_bytes`` (per GPU, in-flight micro-batches and working set included),
+    ``total_bytes`` (all memory components), ``headroom_bytes``, ``fits``, ``stage``,
+    ``extra_forward_flops`` (recomputed forward FLOPs / model forward FLOPs) and
+    ``extra_compute`` (recomputed forward FLOPs / model forward + backward FLOPs).
+    """
+    import pandas as pd
+
+    from perfmodel.profile import default_profile
+
+    settings = plan_settings(workload, {**_plan_dict(plan), "recompute": "none"})
+    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
+    candidates = recompute.recompute_candidates(workload, layers, settings["recompute_every"])
+    n = len(candidates)
+    fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")
+    plans = {key: np.full(n, settings[key]) for key in fields}
+    # an unknown global batch: enough micro-batches to fill the pipeline (interleaved needs < 2 pp)
+    plans["global_batch"] = np.full(n, settings["global_batch"]
+                                    or settings["micro_batch"] * settings["dp"] * 2 * settings["pp"])
+    plans["recompute"] = np.array([recompute.STRATEGIES.index(name) for name, _ in candidates])
+    plans["recompute_every"] = np.array([k for _, k in candidates])
+    plans["sequence_parallel"] = np.full(n, int(settings["sequence_parallel"]))
+    result = memory.plan_memory(workload, None, plans, precision=settings["precision"],
+                                optimizer=settings["optimizer"], flash_attention=settings["flash_attention"],
+                                profile=profile or default_profile(), capacity=capacity, with_reasons=True)
+
+    table = workload.ops(settings["micro_batch"], tp=settings["tp"], cp=settings["cp"],
+                         precision=settings["precision"], flash_attention=settings["flash_attention"])
+    forward = float(table.total("flops"))
+    backward = float((table.backward_flops() * table.per_op("repeat")).sum(axis=0))
+    if workload.family == "transformer":
+        layer_forward = float(table.total("flops", placement="layer"))
+        attention = 0.0 if settings["flash_attention"] else float(
+            table.total("flops", kind=("attention", "softmax"), placement="layer"))
+        recomputed = [recompute.extra_forward_fraction(name, layers, attention / layer_forward, k) * layer_forward
+                      for name, k in candidates]
+    else:
+        recomputed = [forward if name == "sqrt" else 0.0 for name, _ in candidates]
+    recomputed = np.array(recomputed, dtype=float)
+    frame = pd.DataFrame({
+        "strategy": [name for name, _ in candidates],
+        "recompute_every": pd.array([k if name == "every_k" else None for name, k in candidates], dtype="Int64"),
+        "activation_bytes": result["activations"], "total_bytes": result["total"],
+        "headroom_bytes": result["headroom"], "fits": result["fits"].astype(bool), "stage": result["stage"],
+        "extra_forward_flops": recomputed / forward, "extra_compute": recomputed / (forward + backward),
+    })
+    frame.attrs["reasons"] = result["reasons_text"]
+    return frame
+
+
+def best_recompute(workload, plan, memory_budget, *, profile=None) -> dict:
+    """The fastest strategy (least recomputation, then least memory) that fits ``memory_budget``.
+
+    ``memory_budget`` is the memory one GPU offers, in bytes (all components must fit in it).
+    Returns ``{"strategy", "recompute_every", "extra_forward_flops", "extra_compute",
+    "total_bytes", "options", "reasons"}``; when nothing fits, ``strategy`` is ``None`` and
+    ``reasons`` says why for the strategy that needs the least memory.  Never raises for
+    "does not fit"; raises ValueError for a plan that does not divide the model.
+    """
+    options = recompute_options(workload, plan, memory_budget, profile=profile)
+    fitting = options[options["fits"]].sort_values(["extra_compute", "total_bytes"], kind="stable")
+    found = len(fitting) > 0
+    row = fitting.iloc[0] if found else options.sort_values("total_bytes", kind="stable").iloc[0]
+    every = None if row["strategy"] != "every_k" else int(row["recompute_every"])
+    if found:
+        return {"strategy": row["strategy"], "recompute_every": every,
+                "extra_forward_flops": float(row["extra_forward_flops"]),
+                "extra_compute": float(row["extra_compute"]), "total_bytes": float(row["total_bytes"]),
+                "options": options, "reasons": []}
+    reasons = [f"no recomputation strategy fits; the one needing least memory is {row['strategy']}",
+               *options.attrs["reasons"][row.name]]
+    return {"strategy": None, "recompute_every": None, "extra_forward_flops": None, "extra_compute": None,
+            "total_bytes": float(row["total_bytes"]), "options": options, "reasons": reasons}

@@ -1,55 +1,30 @@
-"""Efficiency parameters and calibration profiles.
+"""Calibration profiles: fitted values of the efficiency parameters, with provenance.
 
-Every efficiency knob of the cost models (an eta, a latency, an overlap fraction, a per-step
-overhead) is a :class:`Parameter` registered by the model module that uses it, with its default,
-its bounds, its unit and where the default comes from.  A :class:`CalibrationProfile` holds fitted
-values (YAML, with provenance); the shipped one, ``data/calibration/default.yaml``, is produced by
-``perfmodel calibrate`` on ``data/measurements/``.
+The parameters themselves (default, bounds, unit, grouping, source) are declared once, statically,
+in :mod:`perfmodel.parameters`.  A :class:`CalibrationProfile` holds fitted values (YAML, with
+provenance); the shipped one, ``data/calibration/default.yaml``, is produced by ``perfmodel
+calibrate`` on ``data/measurements/``.  :meth:`CalibrationProfile.table` lists every parameter with
+its value, bounds, standard error and source (scikit-learn's ``get_params`` habit).
 
 Parameters can be *grouped* by physics (``per="architecture"`` or ``per="link_kind"``): the value
 for group ``g`` is stored as ``name[g]`` and falls back to the ungrouped ``name``, then to the
-default.  Values are never per measurement row.
+default.  Values are never per measurement row.  Unknown names, groups and top-level keys are
+errors that list what exists.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["Parameter", "PARAMETERS", "register", "CalibrationProfile", "load_profile", "default_profile"]
+from perfmodel.calibration.measurements import KINDS
+from perfmodel.hardware.specs import LINK_KINDS
+from perfmodel.parameters import PARAMETERS, Parameter
 
-
-@dataclass(frozen=True)
-class Parameter:
-    """One efficiency parameter: default (the prior's centre), bounds, unit and provenance."""
-
-    name: str
-    default: float
-    low: float
-    high: float
-    unit: str
-    description: str
-    source: str
-    per: str | None = None  # None | "architecture" | "link_kind"
-    prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
-    group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
-
-    def __post_init__(self):
-        for group, value in (("", self.default), *self.group_defaults):
-            if not self.low <= value <= self.high:
-                raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
-                                 f"outside [{self.low}, {self.high}]")
-
-    def default_for(self, group: str | None = None) -> float:
-        """The default for ``group`` (its own default when the physics differs by group), else ``default``."""
-        return dict(self.group_defaults).get(group, self.default) if group is not None else self.default
-
-
-PARAMETERS: dict[str, Parameter] = {}
+__all__ = ["Parameter", "PARAMETERS", "CalibrationProfile", "load_profile", "default_profile"]
 
 # metrics where a larger value is slower (prediction intervals flip their ratio bounds for them)
 TIME_METRICS = ("step_time_s", "time_to_train_s", "gpu_hours", "time_us")
@@ -64,13 +39,33 @@ def scale_by_ratio(metric: str, predicted, bounds):
     return predicted * low, predicted * high
 
 
-def register(*parameters: Parameter) -> None:
-    """Register the parameters of a model module (called once at import)."""
-    for parameter in parameters:
-        existing = PARAMETERS.get(parameter.name)
-        if existing is not None and existing != parameter:
-            raise ValueError(f"parameter {parameter.name} registered twice with different definitions")
-        PARAMETERS[parameter.name] = parameter
+def _known_groups(per: str) -> tuple[str, ...]:
+    """The groups a ``per`` grouping allows: link kinds, or the architectures of the catalog."""
+    if per == "link_kind":
+        return LINK_KINDS
+    from perfmodel.hardware.catalog import load_catalog
+
+    return tuple(sorted({gpu.architecture for gpu in load_catalog().gpus.values()}))
+
+
+def _check_group(where: str, group: str, per: str | None) -> None:
+    if per is None:
+        raise ValueError(f"profile {where}: the parameter is not grouped, so [{group}] is not allowed")
+    known = _known_groups(per)
+    if group not in known:
+        raise ValueError(f"profile {where}: unknown {per} {group!r}; known: {', '.join(known)}")
+
+
+def parameter_of(key: str, section: str = "values") -> Parameter:
+    """The :class:`Parameter` of a profile key ``name`` or ``name[group]``; a ValueError naming
+    what exists for an unknown name or group."""
+    name, group = split_key(key)
+    if name not in PARAMETERS:
+        raise ValueError(f"profile {section} {key!r}: unknown parameter {name!r}; known: "
+                         f"{', '.join(sorted(PARAMETERS))}")
+    if group is not None:
+        _check_group(f"{section} {key!r}", group, PARAMETERS[name].per)
+    return PARAMETERS[name]
 
 
 def split_key(key: str) -> tuple[str, str | None]:
@@ -90,6 +85,8 @@ class CalibrationProfile(BaseModel):
     intervals; ``provenance`` says how the profile was made.
     """
 
+    model_config = ConfigDict(extra="forbid")
+
     values: dict[str, float] = Field(default_factory=dict)
     uncertainty: dict[str, float] = Field(default_factory=dict)
     interval: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -97,13 +94,18 @@ class CalibrationProfile(BaseModel):
 
     def model_post_init(self, context: Any) -> None:
         for key, value in self.values.items():
-            name, _ = split_key(key)
-            if name not in PARAMETERS:
-                continue  # parameters of models not imported yet are checked on use
-            parameter = PARAMETERS[name]
+            parameter = parameter_of(key, "values")
             if not parameter.low <= value <= parameter.high:
                 raise ValueError(
                     f"profile value {key} = {value} outside the allowed [{parameter.low}, {parameter.high}]")
+        for key in self.uncertainty:
+            parameter_of(key, "uncertainty")
+        for key in self.interval:
+            kind, group = split_key(key)
+            if kind not in KINDS:
+                raise ValueError(f"profile interval {key!r}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+            if group is not None:
+                _check_group(f"interval {key!r}", group, "architecture")
 
     def get(self, name: str, group: str | None = None) -> float:
         """Value of ``name`` for ``group``: ``name[group]``, else ``name``, else the group's default,
@@ -113,6 +115,31 @@ class CalibrationProfile(BaseModel):
         if group is not None and f"{name}[{group}]" in self.values:
             return self.values[f"{name}[{group}]"]
         return self.values.get(name, PARAMETERS[name].default_for(group))
+
+    def table(self):
+        """Every parameter as a pandas DataFrame, one row per name and per fitted group: ``name``,
+        ``group``, ``value`` (the profile's, else the default), ``fitted`` (whether the profile sets
+        it), ``default``, ``low``, ``high``, ``unit``, ``per``, ``standard_error`` (log space, NaN
+        when not fitted), ``description`` and ``source``."""
+        import pandas as pd
+
+        groups: dict[str, list[str | None]] = {name: [None] for name in PARAMETERS}
+        for key in self.values:
+            name, group = split_key(key)
+            if group is not None:
+                groups[name].append(group)
+        rows = []
+        for name, parameter in PARAMETERS.items():
+            for group in groups[name]:
+                key = f"{name}[{group}]" if group is not None else name
+                rows.append({
+                    "name": name, "group": group, "value": self.get(name, group), "fitted": key in self.values,
+                    "default": parameter.default_for(group), "low": parameter.low, "high": parameter.high,
+                    "unit": parameter.unit, "per": parameter.per,
+                    "standard_error": self.uncertainty.get(key, float("nan")),
+                    "description": parameter.description, "source": parameter.source,
+                })
+        return pd.DataFrame(rows)
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""
@@ -132,20 +159,26 @@ def load_profile(path: str | Path) -> CalibrationProfile:
     from perfmodel.inputs import load_structured
 
     data = load_structured(path, "calibration profile") or {}
+    sections = tuple(CalibrationProfile.model_fields)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a calibration profile is a mapping with 'values', 'uncertainty', "
-                         "'interval' and 'provenance'")
+        raise ValueError(f"{path}: a calibration profile is a mapping with {', '.join(map(repr, sections))}")
+    unknown = [str(key) for key in data if key not in sections]
+    if unknown:
+        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(sections)}")
     try:
         return CalibrationProfile.model_validate(data)
-    except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+    except ValidationError as error:
+        problems = [(".".join(map(str, e["loc"])) + ": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
+                    for e in error.errors()]
+        raise ValueError(f"{path}: {'; '.join(problems)}") from None
 
 
 _SHIPPED: dict[int, CalibrationProfile] = {}
 
 
 def default_profile() -> CalibrationProfile:
-    """The shipped profile (read once per file version), or the registered defaults when none is
+    """The shipped profile (read once per file version), or the declared defaults when none is
     shipped.  The returned profile is shared: use ``with_values`` or ``model_copy`` to vary it."""
     from perfmodel.hardware.catalog import shipped_data_path
 

@@ -16,13 +16,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from perfmodel.hardware.catalog import format_validation_error
 from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
+from perfmodel.vocabulary import OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
            "ScenarioError", "load_scenario", "RECOMPUTE", "OPTIMIZERS"]
 
-RECOMPUTE = ("none", "selective", "full", "every_k", "sqrt")
-OPTIMIZERS = ("adam", "sgd")
-TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+RECOMPUTE = RECOMPUTE_STRATEGIES
 
 
 class ScenarioError(ValueError):

@@ -142,28 +142,3 @@ def measure(ctx: Context, function) -> float:
 def method_note(ctx: Context) -> str:
     clock = "CUDA events" if ctx.device.type == "cuda" else "time.perf_counter"
     return f"median of {ctx.repeats} calls timed with {clock} after {ctx.warmup} warm-up calls"
-
-
-def run(out: str | Path, quick: bool = False, device: str | None = None, gpu: str | None = None,
-        only: list[str] | None = None):
-    """Run the benchmarks (``only`` a subset of gemm, memcpy, allreduce, layer), write the rows to
-    ``out`` (CSV, measurement format) and return them as a DataFrame.  Under ``torchrun`` only
-    rank 0 writes."""
-    import pandas as pd
-
-    from perfmodel.bench import allreduce, gemm, layer, memcpy
-    from perfmodel.calibration.measurements import COLUMNS
-
-    benches = {"gemm": gemm.run, "memcpy": memcpy.run, "allreduce": allreduce.run,
-               "layer": layer.run}
-    chosen = only or list(benches)
-    unknown = sorted(set(chosen) - set(benches))
-    if unknown:
-        raise ValueError(f"unknown benchmark(s) {unknown}; allowed: {', '.join(benches)}")
-    ctx = make_context(device, gpu, quick)
-    for name in chosen:
-        benches[name](ctx, quick)
-    frame = pd.DataFrame(ctx.rows).reindex(columns=list(COLUMNS))
-    if ctx.rank == 0:
-        frame.convert_dtypes().to_csv(out, index=False)  # whole numbers written as integers
-    return frame

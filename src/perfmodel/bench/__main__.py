@@ -5,8 +5,34 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
-from perfmodel.bench import run
+from perfmodel.bench import make_context
+
+
+def run(out: str | Path, quick: bool = False, device: str | None = None, gpu: str | None = None,
+        only: list[str] | None = None):
+    """Run the benchmarks (``only`` a subset of gemm, memcpy, allreduce, layer), write the rows to
+    ``out`` (CSV, measurement format) and return them as a DataFrame.  Under ``torchrun`` only
+    rank 0 writes."""
+    import pandas as pd
+
+    from perfmodel.bench import allreduce, gemm, layer, memcpy
+    from perfmodel.calibration.measurements import COLUMNS
+
+    benches = {"gemm": gemm.run, "memcpy": memcpy.run, "allreduce": allreduce.run,
+               "layer": layer.run}
+    chosen = only or list(benches)
+    unknown = sorted(set(chosen) - set(benches))
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; allowed: {', '.join(benches)}")
+    ctx = make_context(device, gpu, quick)
+    for name in chosen:
+        benches[name](ctx, quick)
+    frame = pd.DataFrame(ctx.rows).reindex(columns=list(COLUMNS))
+    if ctx.rank == 0:
+        frame.convert_dtypes().to_csv(out, index=False)  # whole numbers written as integers
+    return frame
 
 
 def main(argv: list[str] | None = None) -> int:

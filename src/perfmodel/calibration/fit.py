@@ -36,7 +36,8 @@ import numpy as np
 
 from perfmodel.calibration.validate import predict
 from perfmodel.hardware.catalog import load_catalog
-from perfmodel.profile import PARAMETERS, CalibrationProfile, split_key
+from perfmodel.parameters import PARAMETERS
+from perfmodel.profile import CalibrationProfile, split_key
 
 __all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_groups"]
 

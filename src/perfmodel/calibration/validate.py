@@ -1,43 +1,26 @@
 """Predict measured rows and score the model: ``validate(measurements) -> DataFrame``.
 
-Each measurement ``kind`` (gemm, memcpy, collective, train) has a *predictor* registered by the
-module that models it (``perfmodel.calibration.predictors``).  A predictor takes the rows of its
+Each measurement ``kind`` (gemm, memcpy, collective, train) has a *predictor* in the table
+:data:`perfmodel.calibration.predictors.PREDICTORS`.  A predictor takes the rows of its
 kind and returns, for each, the predicted value in the row's metric unit or a ``reason`` why it
 cannot predict it (unknown GPU, infeasible plan, ...), never a made-up number.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 import pandas as pd
 
+from perfmodel.calibration.predictors import PREDICTORS
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.profile import CalibrationProfile, default_profile
 
-Predictor = Callable[[pd.DataFrame, Catalog, CalibrationProfile], pd.DataFrame]
-PREDICTORS: dict[str, Predictor] = {}
-
 RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason"]
-
-
-def register_predictor(kind: str) -> Callable[[Predictor], Predictor]:
-    """Decorator: ``predictor(rows, catalog, profile)`` returns a DataFrame indexed like ``rows``
-    with columns ``predicted`` (float or NaN) and ``reason`` (None or a string)."""
-
-    def wrap(function: Predictor) -> Predictor:
-        PREDICTORS[kind] = function
-        return function
-
-    return wrap
 
 
 def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
             profile: CalibrationProfile | None = None) -> pd.DataFrame:
     """Predicted value and reason for every row, in the row order of ``measurements``."""
-    import perfmodel.calibration.predictors  # noqa: F401  (registers the kinds)
-
     catalog = catalog or load_catalog()
     profile = profile or default_profile()
     out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=measurements.index)

@@ -1,13 +1,13 @@
 """`perfmodel check SCENARIO [--json]`: validate a scenario file and show the hardware it resolves to.
 
-It resolves the scenario exactly as ``estimate`` does (:func:`perfmodel.estimate.resolve`: the
+It resolves the scenario exactly as ``estimate`` does (:func:`perfmodel.job.resolve`: the
 file, the workload, the cluster), so a scenario ``check`` calls valid is one ``estimate`` accepts.
 """
 
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json
-from perfmodel.estimate import resolve
+from perfmodel.job import resolve
 from perfmodel.units import format_quantity
 
 

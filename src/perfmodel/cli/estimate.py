@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, profile_from
-from perfmodel.estimate import estimate
+from perfmodel import estimate
 from perfmodel.units import format_quantity
 
 

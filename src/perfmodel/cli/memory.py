@@ -6,8 +6,8 @@ bad input.
 
 from __future__ import annotations
 
+from perfmodel import estimate
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
-from perfmodel.estimate import estimate
 from perfmodel.units import format_quantity
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
-from perfmodel.rank import OBJECTIVES, rank
+from perfmodel.ranking import OBJECTIVES, rank
 
 SHOWN = ["instance", "nodes", "num_gpus", "pricing", "plan", "time_to_train_s", "cost_usd",
          "price_usd_per_hour", "perf_per_dollar", "flops_per_watt", "energy_kwh", "pareto"]

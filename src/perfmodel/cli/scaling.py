@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, print_table, profile_from
+from perfmodel import scaling
 from perfmodel.inputs import InputError, check_count, check_output_path, excerpt
-from perfmodel.scaling import scaling
 
 
 def register(subparsers) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from perfmodel.cli.common import (EXIT_INFEASIBLE, EXIT_OK, catalog_from, int_arg, print_json, print_table,
                                   profile_from)
-from perfmodel.search import search
+from perfmodel.plan_search import search
 
 SHOWN = ["tp", "pp", "dp", "cp", "vp", "micro_batch", "recompute", "zero", "step_time_s", "samples_per_s",
          "mfu", "memory_total"]

@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.models import checks
-from perfmodel.profile import CalibrationProfile, Parameter, default_profile, register
+from perfmodel.profile import CalibrationProfile, default_profile
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "collective_time", "algorithm_times", "link_numbers",
            "cluster_collective_time", "bus_bandwidth_factor", "algbw", "busbw", "p2p_time", "crossover",
@@ -59,68 +59,6 @@ _TREE_OK = ("all_reduce",)
 _HIERARCHICAL_OK = ("all_reduce", "all_gather", "reduce_scatter")
 _DIRECT = ("all_to_all", "send_recv")
 
-_NCCL = "NVIDIA/nccl src/graph/tuning.cc (ncclTopoTuneModel, hwLat/baseLat tables)"
-_DEV = "perfmodel dev set of nccl-tests rows (stas00/ml-engineering network/README.md; togethercomputer/together-nccl-tests)"
-
-register(
-    Parameter(
-        name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",
-        description="large-message plateau of a ring's bus bandwidth as a share of the link's per-direction rate",
-        source=("nvlink/nvswitch 0.80: sjeaugey in NVIDIA/nccl-tests#212 ('protocol overhead ~20%: 370 of 450 "
-                "GB/s'), and dev rows ring busbw/per-direction A100 234.6/300, H100 368/450, H200 365.6/450, "
-                "B200 679-698/900; infiniband 0.87: B200 8 x NDR ring rows 291-390/400 (together-nccl-tests "
-                "use3a-ss and flapping-airplanes), A100 4 x HDR 96.45/100 (NVIDIA/nccl-tests#119); roce 0.95: "
-                "H100 4 x RoCE-400 190/200 (NVIDIA/nccl#1368); efa 0.93: p5en ring 364.65/400 and p6-b200 "
-                "380/400 (stas00/ml-engineering); other kinds (pcie, ethernet) 0.85, the dev-set median, "
-                "no PCIe or Ethernet rows measured"),
-        per="link_kind",
-        group_defaults=(("nvlink", 0.80), ("nvswitch", 0.80), ("infiniband", 0.87), ("roce", 0.95),
-                        ("efa", 0.93))),
-    Parameter(
-        name="link_latency", default=4.0e-6, low=1e-7, high=2e-4, unit="s",
-        description="alpha: latency of one algorithm step over this kind of link",
-        source=(f"{_NCCL}: hwLat Ring/LL128 NVLink 1.9 us, PCI 2.5 us, NET 4.0 us (default, also IB, RoCE, "
-                "Ethernet); NVLink 1.9 us reproduces H100 8-GPU ring floor 35 us = 8.4 + 14 x 1.9 "
-                "(together-nccl-tests H100 ring rows); efa 50 us fitted to p6-b200 4-node rows 128 KiB-256 MiB "
-                "(stas00/ml-engineering; torch all_reduce_bench timing, so it includes framework overhead)"),
-        per="link_kind",
-        group_defaults=(("nvlink", 1.9e-6), ("nvswitch", 1.9e-6), ("pcie", 2.5e-6), ("efa", 50e-6))),
-    Parameter(
-        name="collective_base_latency", default=8.4e-6, low=1e-6, high=1e-4, unit="s",
-        description="a0: fixed launch and synchronisation cost of one collective",
-        source=f"{_NCCL}: baseLat Ring/Simple 8.4 us"),
-    Parameter(
-        name="tree_bandwidth_efficiency", default=0.54, low=0.2, high=1.0, unit="fraction",
-        description="share of the links' plateau bandwidth NCCL's double binary tree reaches",
-        source=(f"fitted to B200 8 x NDR tree rows: 2 nodes 335-339 GB/s, 4-64 nodes 192-196 GB/s "
-                f"(together-nccl-tests); {_NCCL} likewise derates tree (busBw*0.92, per-channel caps)")),
-    Parameter(
-        name="nvls_bandwidth_efficiency", default=0.58, low=0.2, high=1.0, unit="fraction",
-        description="NVLS all-reduce algbw as a share of the GPU's per-direction NVLink rate",
-        source=("algbw plateau / per-direction NVLink: Hopper 0.61 (H100 273.8/450 together-nccl-tests, H200 "
-                "275.6/450 stas00/ml-engineering; sjeaugey in NVIDIA/nccl-tests#212: 'algbw ~275GB/s'), "
-                "Blackwell 0.54 (B200 NVLS busbw 844.35 -> algbw 482/900, together-nccl-tests); default "
-                "their mean"),
-        per="architecture",
-        group_defaults=(("Hopper", 0.61), ("Blackwell", 0.54))),
-    Parameter(
-        name="nvls_latency", default=23e-6, low=1e-6, high=1e-4, unit="s",
-        description="extra latency of an NVLS (NVSwitch multicast/reduce) collective",
-        source=(f"{_NCCL}: hwLat NVLink NVLS/Simple 23 us; H100 NVLS floor 34.7 us ~ 8.4 + 23 "
-                "(together-nccl-tests H100 nvls rows)")),
-    Parameter(
-        name="pipeline_fill", default=0.8, low=0.0, high=2.0, unit="dimensionless",
-        description="c in t = L + W + c*sqrt(L*W): cost of filling the chunk pipeline at mid-size messages",
-        source=("2 is the optimally segmented pipeline, t = (sqrt(L) + sqrt(W))^2 (Johnsson & Ho 1989, IEEE "
-                "Trans. Computers 38(9), pipelined broadcast); 0.8 fitted to the together-nccl-tests H100 "
-                "nvls/ring rows 4-128 MiB (e.g. NVLS 16 MiB 126 us, 128 MiB 587 us)")),
-    Parameter(
-        name="nvlink_mesh_ring_fraction", default=1.0, low=0.25, high=1.0, unit="fraction",
-        description="share of a GPU's NVLink bandwidth NCCL's rings use on a hybrid cube-mesh (DGX-1)",
-        source=("NVIDIA DGX-1 V100 system description: the hybrid cube-mesh is 'three interwoven rings of "
-                "single NVLink connections', so 8-GPU rings can use all six links; not measured in the dev "
-                "set: lower it by calibration on measured DGX-1 runs")),
-)
 
 
 def bus_bandwidth_factor(collective: str, n):

@@ -13,7 +13,7 @@ cost (NVIDIA Deep Learning Performance docs, "Matrix Multiplication Background U
 sections "Tile Quantization" and "Wave Quantization").
 
 Every function over numbers broadcasts over numpy arrays: the same formula times one op or a
-million candidate plans.  The efficiency parameters are registered here with their sources;
+million candidate plans.  The efficiency parameters are declared in :mod:`perfmodel.parameters`;
 :func:`op_times` reads them from a calibration profile, the pure functions take plain numbers.
 """
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.hardware.specs import GPU
-from perfmodel.profile import CalibrationProfile, Parameter, register
+from perfmodel.profile import CalibrationProfile
+from perfmodel.vocabulary import ELEMENT_BYTES, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
@@ -31,79 +32,8 @@ __all__ = [
     "op_peaks", "op_times", "memory_bound", "roofline_points",
 ]
 
-TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 TENSOR_KINDS = ("matmul", "conv", "attention")
-ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
-_KERNEL_CSV = "stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table) and " \
-              "zzc0721/torch-performance-test-data issue #79"
-
-register(
-    Parameter(
-        name="matmul_efficiency", default=0.83, low=0.3, high=1.0, unit="fraction of dense peak",
-        description="fraction of the dense tensor (or FP32) peak a large, well-shaped GEMM reaches",
-        source=f"{_KERNEL_CSV}: large GEMMs reach 0.87 of peak on A100 (bf16 1024x10240x5120, 271.2 of "
-               "312 TFLOP/s) and 0.68-0.80 on H100 SXM (bf16 2048x2048x13312 794.5, fp16 4096^3 760.0, "
-               "bf16 10240^3 719.7 of 989.5); 0.83 is the value that puts both A100 and H100 large "
-               "bf16 GEMMs within 10 % once wave quantization is applied",
-        per="architecture"),
-    Parameter(
-        name="matmul_tile", default=128.0, low=32.0, high=256.0, unit="elements",
-        description="edge of the square output tile one SM computes (tile and wave quantization)",
-        source="NVIDIA Matrix Multiplication Background User's Guide (tile quantization examples use "
-               "128x128 and 256x128 tiles); CUTLASS default tensor-op threadblock tile 128x128",
-        per="architecture"),
-    Parameter(
-        name="matmul_k_overhead", default=128.0, low=0.0, high=2048.0, unit="elements of k",
-        description="fixed per-tile cost (filling the multi-stage operand pipeline, epilogue) in units "
-                    "of the reduction dimension: efficiency factor k / (k + k0)",
-        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 3-4 shared-memory stages of a "
-               "32-64 deep k-tile are filled before the first MMA, about 128 elements of k",
-        per="architecture"),
-    Parameter(
-        name="attention_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak a fused (flash) attention kernel reaches",
-        source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
-               "peak (forward and backward); 0.6 is the middle of that range",
-        per="architecture"),
-    Parameter(
-        name="conv_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak an implicit-GEMM convolution reaches",
-        source="prior, not a measurement: set to the FlashAttention-2 middle value (0.6) below "
-               "matmul_efficiency because cuDNN implicit GEMM pays for im2col address math and small "
-               "channel counts (NVIDIA Convolutional Layers User's Guide); fitted by calibrate on "
-               "CNN training rows",
-        per="architecture"),
-    Parameter(
-        name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
-        description="fraction of the datasheet memory bandwidth a streaming kernel reaches",
-        source="chsasank/device-benchmarks README.md @ 7ccc883, device copy of ~380 MB (read + write): "
-               "T4 240 of 320 GB/s (0.75), L4 235 of 300 (0.78), A10 469 of 600 (0.78), H100 PCIe "
-               "1630 of 2000 (0.815); mean 0.78",
-        per="architecture"),
-    Parameter(
-        name="sustained_clock_fraction", default=1.0, low=0.4, high=1.0, unit="fraction of kernel peak",
-        description="share of an isolated kernel's compute rate that a GPU sustains through whole training "
-                    "steps (clocks drop under the board power limit; kernels share L2 and HBM)",
-        source="prior 1 (no derate); NVIDIA GPUs lower their SM clock to stay within TDP under sustained "
-               "tensor-core load (nvidia-smi 'SW Power Cap' throttling; kernel.csv K0028: H100 fp16 GEMM "
-               "668 TFLOP/s on long 10240^3 runs vs 760 at 4096^3); fitted per architecture on training rows",
-        per="architecture"),
-    Parameter(
-        name="elementwise_fusion", default=0.0, low=0.0, high=0.9, unit="fraction of bytes",
-        description="share of the memory traffic of element-wise ops (activations, dropout, residual adds, "
-                    "bias) that training frameworks save by fusing them into neighbouring kernels",
-        source="prior 0 = every element-wise op is its own kernel; frameworks fuse many of them "
-               "(Megatron-LM fused bias-GeLU and bias-dropout-add kernels, Shoeybi et al. 2019 / "
-               "Korthikanti et al. 2022 Sec. 5; cuDNN fused BN + ReLU in NVIDIA DeepLearningExamples "
-               "ResNet-50 NHWC); fitted by calibrate on training rows"),
-    Parameter(
-        name="kernel_launch_overhead", default=2e-6, low=0.0, high=2e-5, unit="s",
-        description="time added per kernel: the GPU-side gap between back-to-back kernels",
-        source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
-               "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
-               "with a host synchronisation each time; 2 us allows for framework dispatch"),
-)
 
 
 def roofline_time(flops, bytes, peak_flops, bandwidth, compute_efficiency, memory_efficiency,

@@ -10,20 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.profile import Parameter, register
-
-register(
-    Parameter("cpu_decode_rate", 300.0, 30.0, 3000.0, "samples/s per core",
-              "JPEG decode + augmentation rate of one CPU core for ImageNet-sized images",
-              "prior: order of a few hundred 224-px ImageNet images/s per core for PIL/libjpeg-turbo "
-              "decode+crop+flip; NVIDIA DALI docs motivate GPU decoding by CPU-bound ResNet-50 input "
-              "pipelines; fitted by calibrate() when input-bound rows exist"),
-    Parameter("gpu_decode_rate", 3000.0, 300.0, 30000.0, "samples/s per GPU",
-              "nvJPEG/DALI decode + augmentation rate of one GPU",
-              "prior: DALI's documented purpose (offload decoding from the CPU); fitted by calibrate() "
-              "when input-bound rows exist"),
-)
-
 
 def input_rate(bytes_per_sample, storage_bandwidth, decode_rate):
     """Samples/s one node's pipeline delivers: the slower of storage and decoding.

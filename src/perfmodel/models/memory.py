@@ -20,39 +20,17 @@ import numpy as np
 
 from perfmodel.models import checks
 from perfmodel.models import recompute as rc
-from perfmodel.profile import Parameter, register
 from perfmodel.workloads.ops import unique_plan_shapes
 from perfmodel.units import format_quantity
+from perfmodel.vocabulary import ACTIVATION_BYTES, FULL_PRECISIONS, MIXED_PRECISIONS, OPTIMIZERS
 
 __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per_param",
            "model_state_bytes", "activation_bytes_per_value", "transformer_layer_activation_bytes",
            "transformer_activation_bytes", "transformer_recompute_working_bytes",
            "pipeline_inflight_microbatches", "embedding_dropout_bytes", "output_layer_bytes",
            "cnn_activation_bytes", "cnn_sqrt_activation_bytes", "gpu_capacity_bytes",
-           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_settings", "plan_memory"]
+           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_memory"]
 
-MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
-FULL_PRECISIONS = ("fp32", "tf32")
-OPTIMIZERS = ("adam", "sgd")
-
-register(
-    Parameter(
-        name="framework_memory_bytes", default=1e9, low=2e8, high=5e9, unit="bytes",
-        description="per-GPU memory outside the tensors: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers",
-        source="CUDA context alone measured at 723 MiB and ~800 MB on the first CUDA call "
-               "(discuss.pytorch.org/t/73021 and /t/81330, PyTorch 1.4-1.5); rounded up to 1 GB for "
-               "library workspaces and NCCL communicator buffers; a prior for calibration"),
-    Parameter(
-        name="allocator_fragmentation", default=0.05, low=0.0, high=0.3, unit="fraction",
-        description="memory the caching allocator reserves but cannot hand out, as a fraction of tensor bytes",
-        source="prior, not a measurement: PyTorch's caching allocator rounds blocks up and splits 2 MiB/20 MiB "
-               "segments; Rajbhandari et al. 2020 Sec. 3.2 reports out-of-memory with over 30 % still free "
-               "in extreme cases (the upper bound here); calibrate on measured peaks"),
-    Parameter(
-        name="ddp_bucket_bytes", default=25 * 2**20, low=2**20, high=2**30, unit="bytes",
-        description="size of one gradient all-reduce bucket; two are counted (one reducing, one filling)",
-        source="PyTorch DistributedDataParallel default bucket_cap_mb=25 (MiB), torch/nn/parallel/distributed.py"),
-)
 
 _STATE = {  # (weights, gradients, optimizer) bytes per parameter
     ("mixed", "adam"): (2.0, 2.0, 12.0),  # fp32 master + m + v (ZeRO Sec. 3.1)
@@ -109,10 +87,8 @@ def model_state_bytes(params, dp=1, zero=0, precision="bf16", optimizer="adam") 
 def activation_bytes_per_value(precision: str) -> float:
     """Bytes per stored activation value: 2 for fp16/bf16 (and fp8 training, whose saved
     activations are mostly bf16), 4 for fp32/tf32."""
-    if precision in MIXED_PRECISIONS:
-        return 2.0
-    if precision in FULL_PRECISIONS:
-        return 4.0
+    if precision in ACTIVATION_BYTES:
+        return float(ACTIVATION_BYTES[precision])
     raise ValueError(f"precision {precision!r} is unknown; allowed: {', '.join(MIXED_PRECISIONS + FULL_PRECISIONS)}")
 
 
@@ -318,44 +294,6 @@ def memory_reasons(breakdown: dict) -> list[str]:
 
 # --- plan level: a workload and arrays of plans --------------------------------------------------
 
-_PLAN_DEFAULTS = {"precision": "bf16", "tp": 1, "pp": 1, "dp": 1, "cp": 1, "vp": 1, "micro_batch": 1,
-                  "global_batch": None, "recompute": "none", "recompute_every": None, "zero": 0,
-                  "sequence_parallel": False, "flash_attention": True, "optimizer": "adam"}
-
-
-def _plan_dict(plan) -> dict:
-    return dict(plan) if isinstance(plan, dict) else ({} if plan is None else plan.model_dump())
-
-
-def plan_settings(workload, plan) -> dict:
-    """One plan's settings with defaults filled in (a ``perfmodel.scenario.Plan``, a dict or
-    ``None``), checked against the workload: heads divisible by tp, layers by pp x vp, seq_len
-    by cp; CNNs take data parallelism only.  Defaults: bf16, Adam, every degree 1, ZeRO 0, no
-    recomputation, no sequence parallelism, flash attention on (as ``Workload.ops``); an unknown
-    ``global_batch`` means at least ``pp`` micro-batches per step."""
-    given = _plan_dict(plan)
-    unknown = set(given) - set(_PLAN_DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(_PLAN_DEFAULTS)}")
-    settings = {key: given.get(key) if given.get(key) is not None else default
-                for key, default in _PLAN_DEFAULTS.items()}
-    layers = workload.shape.layers if workload.family == "transformer" else workload.layers
-    _check_divides("layers", layers, "pp" if settings["vp"] == 1 else "pp x vp", settings["pp"] * settings["vp"])
-    if workload.family == "transformer":
-        _check_divides("heads", workload.shape.heads, "tp", settings["tp"])
-        _check_divides("seq_len", workload.shape.seq_len, "cp", settings["cp"])
-    elif settings["tp"] > 1 or settings["cp"] > 1 or settings["pp"] > 1:
-        raise ValueError(f"CNN workload {workload.name}: only data parallelism is modelled; "
-                         f"got tp={settings['tp']}, cp={settings['cp']}, pp={settings['pp']}")
-    rc.check_strategy(settings["recompute"], settings["recompute_every"] or 1)
-    if settings["recompute"] == "every_k" and settings["recompute_every"] is None:
-        raise ValueError("recompute 'every_k' needs recompute_every (k >= 1)")
-    if workload.family != "transformer" and settings["recompute"] not in ("none", "sqrt"):
-        raise ValueError(f"recompute {settings['recompute']!r} applies to transformer layers; "
-                         f"for CNN workload {workload.name} use none or sqrt")
-    return settings
-
-
 def _by_strategy(codes, function, *args, every):
     """``function(strategy, *args)`` chosen per plan by its strategy code."""
     out = 0.0
@@ -373,7 +311,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
 
     ``plans``: equal-length integer arrays ``tp, pp, dp, cp, vp, micro_batch, global_batch,
     recompute`` (codes: index in :data:`perfmodel.models.recompute.STRATEGIES`),
-    ``recompute_every, zero, sequence_parallel`` (valid plans; see :func:`plan_settings` for one).
+    ``recompute_every, zero, sequence_parallel`` (valid plans; see
+    :func:`perfmodel.plans.plan_settings` for one).
     ``capacity`` defaults to ``gpu.memory``.  ``params_local`` (parameters per GPU) defaults to the
     op table's: first stage embedding + ``layers/pp`` layers, last stage ``layers/pp`` layers +
     output layer (+ the tied embedding copy Megatron keeps there).  ``saved_bytes`` is unused for

@@ -17,38 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.profile import Parameter, register
-
 __all__ = ["gpu_power", "idle_power", "node_power", "energy_joules", "flops_per_watt", "co2_grams",
            "JOULES_PER_KWH"]
 
 JOULES_PER_KWH = 3.6e6
-
-register(
-    Parameter(
-        name="gpu_idle_fraction", default=0.15, low=0.02, high=0.5, unit="fraction of TDP",
-        description="idle draw of a GPU as a fraction of its TDP, used when the catalog has no "
-                    "measured idle_power",
-        source="assumption: no vendor publishes idle power; nvidia-smi idle readings of SXM "
-               "data-centre GPUs are about 50-60 W of 400 W (A100) and 70-100 W of 700 W (H100), "
-               "i.e. 0.10-0.15 of TDP (practitioner reports, e.g. nemulai.com 'GPU electricity "
-               "cost per training run' uses 15 %); nvidia-smi itself samples power only part of "
-               "the time (Yang et al. 2023, arXiv:2312.02741)"),
-    Parameter(
-        name="host_power_per_node", default=2000.0, low=0.0, high=6000.0, unit="W",
-        description="average power of everything in a node that is not a GPU (CPUs, DRAM, NICs, "
-                    "NVSwitches, fans, storage)",
-        source="assumption: about half the non-GPU share of the maximum system power in NVIDIA's "
-               "DGX datasheets (DGX A100: 6.5 kW max - 8 x 400 W = 3.3 kW; DGX H100: 10.2 kW max - "
-               "8 x 700 W = 4.6 kW); set it from a measured node for real numbers"),
-    Parameter(
-        name="pue", default=1.1, low=1.0, high=3.0, unit="ratio",
-        description="power usage effectiveness of the data centre (total facility energy / IT energy)",
-        source="hyperscale cloud data centres report about 1.1 (Google fleet trailing-twelve-month "
-               "PUE 1.10, Google data centers efficiency page, 2023); the industry-wide average is "
-               "1.58 (Uptime Institute Global Data Center Survey 2023) - use that for on-premises "
-               "or colocation sites"),
-)
 
 
 def _check_range(name: str, value, low: float, high: float | None = None) -> None:

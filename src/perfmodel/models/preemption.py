@@ -17,19 +17,9 @@ import numpy as np
 
 from perfmodel.models import checks
 from perfmodel.models.memory import state_bytes_per_param
-from perfmodel.profile import Parameter, register
 
 __all__ = ["checkpoint_bytes", "checkpoint_write_time", "mtbi_from_rate", "young_daly_interval",
            "daly_interval", "expected_overhead_fraction", "expected_run_time"]
-
-register(Parameter(
-    name="gpu_failure_rate_per_hour", default=419 / (16384 * 54 * 24), low=1e-7, high=1e-3,
-    unit="1/(GPU h)",
-    description="unexpected job interruptions per GPU-hour of a large synchronous training job",
-    source="Llama 3 (Dubey et al. 2024, 'The Llama 3 Herd of Models', Sec. 3.3.4): 419 unexpected "
-           "interruptions in a 54-day snapshot on 16,384 H100 GPUs = 419/(16384*54*24) = 1.97e-5 per GPU-hour "
-           "(one every ~3.1 h at that scale)",
-))
 
 
 def checkpoint_bytes(params, optimizer="adam", precision="bf16"):

@@ -38,8 +38,8 @@ Strategies (``STRATEGIES``):
               exact when ``g`` divides ``layers``); one extra forward pass.
 
 All functions are pure and broadcast over numpy arrays (``strategy`` is one string).  The
-plan-level helpers :func:`recompute_options` and :func:`best_recompute` price each strategy
-with the memory model.
+plan-level helpers :func:`perfmodel.plans.recompute_options` and
+:func:`perfmodel.plans.best_recompute` price each strategy with the memory model.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.models import checks
+from perfmodel.vocabulary import RECOMPUTE_STRATEGIES
 
 __all__ = ["STRATEGIES", "check_strategy", "segment_layers", "recomputed_layers", "kept_bytes",
-           "working_bytes", "extra_forward_fraction", "recompute_forward_share", "recompute_candidates",
-           "recompute_options", "best_recompute"]
+           "working_bytes", "extra_forward_fraction", "recompute_forward_share", "recompute_candidates"]
 
-STRATEGIES = ("none", "selective", "full", "every_k", "sqrt")
+STRATEGIES = RECOMPUTE_STRATEGIES
 
 
 def check_strategy(strategy: str, every=1) -> None:
@@ -149,83 +149,3 @@ def recompute_candidates(workload, layers_per_stage: int, every: int | None = No
         return [("none", 1), ("sqrt", 1)]
     ks = {2**i for i in range(1, 64) if 2**i < layers_per_stage} | ({every} if every and every > 1 else set())
     return [("none", 1), ("selective", 1), *[("every_k", k) for k in sorted(ks)], ("sqrt", 1), ("full", 1)]
-
-
-def recompute_options(workload, plan, capacity, *, profile=None):
-    """Every applicable strategy for ``workload`` under one ``plan`` (a scenario ``Plan`` or a
-    dict; its ``recompute`` is ignored), priced on a GPU offering ``capacity`` bytes.
-
-    A pandas DataFrame with columns ``strategy``, ``recompute_every`` (k for every_k, else
-    <NA>), ``activation_bytes`` (per GPU, in-flight micro-batches and working set included),
-    ``total_bytes`` (all memory components), ``headroom_bytes``, ``fits``, ``stage``,
-    ``extra_forward_flops`` (recomputed forward FLOPs / model forward FLOPs) and
-    ``extra_compute`` (recomputed forward FLOPs / model forward + backward FLOPs).
-    """
-    import pandas as pd
-
-    from perfmodel.models import memory  # memory builds on this module's functions
-    from perfmodel.profile import default_profile
-
-    settings = memory.plan_settings(workload, {**memory._plan_dict(plan), "recompute": "none"})
-    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
-    candidates = recompute_candidates(workload, layers, settings["recompute_every"])
-    n = len(candidates)
-    fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")
-    plans = {key: np.full(n, settings[key]) for key in fields}
-    # an unknown global batch: enough micro-batches to fill the pipeline (interleaved needs < 2 pp)
-    plans["global_batch"] = np.full(n, settings["global_batch"]
-                                    or settings["micro_batch"] * settings["dp"] * 2 * settings["pp"])
-    plans["recompute"] = np.array([STRATEGIES.index(name) for name, _ in candidates])
-    plans["recompute_every"] = np.array([k for _, k in candidates])
-    plans["sequence_parallel"] = np.full(n, int(settings["sequence_parallel"]))
-    result = memory.plan_memory(workload, None, plans, precision=settings["precision"],
-                                optimizer=settings["optimizer"], flash_attention=settings["flash_attention"],
-                                profile=profile or default_profile(), capacity=capacity, with_reasons=True)
-
-    table = workload.ops(settings["micro_batch"], tp=settings["tp"], cp=settings["cp"],
-                         precision=settings["precision"], flash_attention=settings["flash_attention"])
-    forward = float(table.total("flops"))
-    backward = float((table.backward_flops() * table.per_op("repeat")).sum(axis=0))
-    if workload.family == "transformer":
-        layer_forward = float(table.total("flops", placement="layer"))
-        attention = 0.0 if settings["flash_attention"] else float(
-            table.total("flops", kind=("attention", "softmax"), placement="layer"))
-        recomputed = [extra_forward_fraction(name, layers, attention / layer_forward, k) * layer_forward
-                      for name, k in candidates]
-    else:
-        recomputed = [forward if name == "sqrt" else 0.0 for name, _ in candidates]
-    recomputed = np.array(recomputed, dtype=float)
-    frame = pd.DataFrame({
-        "strategy": [name for name, _ in candidates],
-        "recompute_every": pd.array([k if name == "every_k" else None for name, k in candidates], dtype="Int64"),
-        "activation_bytes": result["activations"], "total_bytes": result["total"],
-        "headroom_bytes": result["headroom"], "fits": result["fits"].astype(bool), "stage": result["stage"],
-        "extra_forward_flops": recomputed / forward, "extra_compute": recomputed / (forward + backward),
-    })
-    frame.attrs["reasons"] = result["reasons_text"]
-    return frame
-
-
-def best_recompute(workload, plan, memory_budget, *, profile=None) -> dict:
-    """The fastest strategy (least recomputation, then least memory) that fits ``memory_budget``.
-
-    ``memory_budget`` is the memory one GPU offers, in bytes (all components must fit in it).
-    Returns ``{"strategy", "recompute_every", "extra_forward_flops", "extra_compute",
-    "total_bytes", "options", "reasons"}``; when nothing fits, ``strategy`` is ``None`` and
-    ``reasons`` says why for the strategy that needs the least memory.  Never raises for
-    "does not fit"; raises ValueError for a plan that does not divide the model.
-    """
-    options = recompute_options(workload, plan, memory_budget, profile=profile)
-    fitting = options[options["fits"]].sort_values(["extra_compute", "total_bytes"], kind="stable")
-    found = len(fitting) > 0
-    row = fitting.iloc[0] if found else options.sort_values("total_bytes", kind="stable").iloc[0]
-    every = None if row["strategy"] != "every_k" else int(row["recompute_every"])
-    if found:
-        return {"strategy": row["strategy"], "recompute_every": every,
-                "extra_forward_flops": float(row["extra_forward_flops"]),
-                "extra_compute": float(row["extra_compute"]), "total_bytes": float(row["total_bytes"]),
-                "options": options, "reasons": []}
-    reasons = [f"no recomputation strategy fits; the one needing least memory is {row['strategy']}",
-               *options.attrs["reasons"][row.name]]
-    return {"strategy": None, "recompute_every": None, "extra_forward_flops": None, "extra_compute": None,
-            "total_bytes": float(row["total_bytes"]), "options": options, "reasons": reasons}

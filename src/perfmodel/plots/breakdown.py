@@ -14,7 +14,7 @@ _CATEGORY = {
 
 
 def breakdown(estimates, labels: list[str] | None = None, title: str | None = None, relative: bool = False):
-    """Stacked bar of ``breakdown_s`` (seconds per step) for one :class:`~perfmodel.estimate.Estimate`
+    """Stacked bar of ``breakdown_s`` (seconds per step) for one :class:`~perfmodel.Estimate`
     or a list; components that are zero everywhere are left out; each bar is labelled with its
     step time and bottleneck (estimates that do not fit are marked "infeasible").  ``relative``
     draws each component as a share of its own step (%), to compare jobs of different sizes.

@@ -9,7 +9,7 @@ _NOT_COMPONENTS = {"total", "capacity", "headroom", "fits", "reasons"}
 
 def memory(estimates, labels: list[str] | None = None, title: str | None = None):
     """Stacked bar of the ``memory`` components (GB = 1e9 bytes per GPU) of one
-    :class:`~perfmodel.estimate.Estimate` or a list, with each GPU's usable capacity as a red
+    :class:`~perfmodel.Estimate` or a list, with each GPU's usable capacity as a red
     line over its bar and the total (and shortfall, if it does not fit) written above it.
     Returns a matplotlib ``Figure``."""
     items = as_dicts(estimates)

@@ -1,4 +1,4 @@
-"""Time to train against cost for the rows of :func:`perfmodel.rank.rank`, Pareto front marked."""
+"""Time to train against cost for the rows of :func:`perfmodel.rank`, Pareto front marked."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 def pareto(frame, *, label_front: bool = True):
     """Scatter of ``time_to_train_s`` (days) against ``cost_usd`` for the feasible rows of a
-    :func:`perfmodel.rank.rank` frame, one marker per pricing, the Pareto front drawn as a step
+    :func:`perfmodel.rank` frame, one marker per pricing, the Pareto front drawn as a step
     line with its points labelled ``instance xnodes pricing``.  Returns a matplotlib ``Figure``."""
     from matplotlib.figure import Figure
 

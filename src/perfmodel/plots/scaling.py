@@ -10,7 +10,7 @@ from perfmodel.plots.style import colour, finish, new_figure
 def scaling_plot(frames, labels: list[str] | None = None, title: str | None = None):
     """Speedup (relative to the smallest GPU count) vs number of GPUs, log2 x axis, with the
     linear-scaling line; parallel efficiency (speedup / GPU ratio, %) on the right axis as dashed
-    lines.  ``frames`` is one :func:`perfmodel.scaling.scaling` DataFrame or a list of them
+    lines.  ``frames`` is one :func:`perfmodel.scaling` DataFrame or a list of them
     (e.g. strong and weak); infeasible counts (NaN) are skipped.  Returns a matplotlib ``Figure``."""
     frames = list(frames) if isinstance(frames, (list, tuple)) else [frames]
     if not frames:

@@ -17,16 +17,13 @@ from typing import Callable
 import numpy as np
 
 from perfmodel.inputs import INTEGER_LIMITS, excerpt
+from perfmodel.vocabulary import ACTIVATION_BYTES, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
 
 __all__ = ["PRECISIONS", "ACTIVATION_BYTES", "MODEL_FLOP_KINDS", "OpSpec", "Workload",
            "activation_bytes", "plan_arrays", "build_table", "positive_int"]
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-# Bytes per activation/weight element as the training step moves them.  FP8 training keeps
-# activations in 16-bit between GEMMs (Transformer Engine casts to FP8 only inside the GEMM),
-# so fp8 counts 2 bytes like fp16/bf16.
-ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+PRECISIONS = TRAIN_PRECISIONS
 # Op kinds whose FLOPs are "model FLOPs" as MFU counts them (PaLM, Chowdhery et al. 2022, App. B):
 # the GEMM-like work; elementwise, norm, softmax, loss and pooling FLOPs are left out.
 MODEL_FLOP_KINDS = ("matmul", "conv", "attention")

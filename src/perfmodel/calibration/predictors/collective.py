@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.validate import register_predictor
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.models import comm
 from perfmodel.profile import CalibrationProfile
@@ -55,7 +54,6 @@ def _predict_group(key: tuple, rows: pd.DataFrame, catalog: Catalog, profile: Ca
                      comm.busbw(collective, sizes, time, total) / 1e9)
 
 
-@register_predictor("collective")
 def predict_collective(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
     """Predicted time_us / algbw_GBps / busbw_GBps per row, or the reason it cannot be predicted."""
     out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)

@@ -11,15 +11,13 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.validate import register_predictor
 from perfmodel.hardware.catalog import Catalog, CatalogError
 from perfmodel.models import compute
 from perfmodel.profile import CalibrationProfile
+from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 GEMM_METRICS = MEASUREMENT_METRICS["gemm"]
 MEMCPY_METRICS = MEASUREMENT_METRICS["memcpy"]
-# FP8 GEMMs write their output in BF16 (cuBLASLt FP8 matmuls with a 16-bit D matrix).
-OUTPUT_BYTES = {**compute.ELEMENT_BYTES, "fp8": 2.0}
 
 
 def _number(row: pd.Series, column: str) -> float:
@@ -43,7 +41,7 @@ def _gemm(row: pd.Series, catalog: Catalog, profile: CalibrationProfile) -> floa
                                     profile.get("matmul_k_overhead", group))
     flops = compute.gemm_flops(m, n, k)
     time = compute.roofline_time(
-        flops, compute.gemm_bytes(m, n, k, compute.ELEMENT_BYTES[dtype], OUTPUT_BYTES[dtype]),
+        flops, compute.gemm_bytes(m, n, k, ELEMENT_BYTES[dtype], GEMM_OUTPUT_BYTES[dtype]),
         gpu.peak(dtype), gpu.memory_bandwidth, eta, profile.get("memory_efficiency", group),
         profile.get("kernel_launch_overhead"))
     return float(flops / time / 1e12 if row["metric"] == "tflops" else time * 1e6)
@@ -72,13 +70,11 @@ def _predict_rows(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProf
     return out
 
 
-@register_predictor("gemm")
 def predict_gemm(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
     """TFLOP/s (2mnk / time / 1e12) or microseconds of each GEMM row."""
     return _predict_rows(rows, catalog, profile, _gemm)
 
 
-@register_predictor("memcpy")
 def predict_memcpy(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
     """GB/s (1e9 bytes/s, read plus written) of each device-to-device copy row."""
     return _predict_rows(rows, catalog, profile, _memcpy)

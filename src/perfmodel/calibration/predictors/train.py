@@ -1,10 +1,10 @@
-"""Predictor of ``train`` rows: the estimator on the row's model, hardware and plan.
+"""Predictor of ``train`` rows: what :func:`perfmodel.estimate` says of the row's scenario.
 
-Rows that share a model, hardware and precision are evaluated in one vectorized call of
-:func:`perfmodel.evaluate.evaluate` (their plans as arrays), which is what makes calibration over
-hundreds of training rows affordable.  Plan fields a row leaves empty take the estimator's
-defaults (:func:`perfmodel.plans.resolve_plan`), except ``recompute`` and ``zero``, which are
-chosen as :func:`perfmodel.estimate.estimate` chooses them (:func:`perfmodel.plans.completions`).
+Each row is read as a :class:`~perfmodel.scenario.Scenario` (:func:`scenario_of`: its model,
+hardware, plan and run size); the plan fields it leaves empty are chosen by
+:func:`perfmodel.choice.choose_plans`, the rule ``estimate`` uses, so ``validate`` scores the
+function users call.  Rows that share a model and hardware are chosen in one vectorized call,
+which is what makes calibration over hundreds of training rows affordable.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
-from perfmodel.calibration.validate import register_predictor
-from perfmodel.estimate import run_samples
-from perfmodel.evaluate import evaluate
-from perfmodel.plans import as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask, resolve_plan
-from perfmodel.scenario import Plan, RunSpec, WorkloadSpec
+from perfmodel.choice import choose_plans
+from perfmodel.job import run_totals
+from perfmodel.plans import settings
+from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSpec
 from perfmodel.workloads import workload_from_spec
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
-HARDWARE_COLUMNS = ("gpu", "num_gpus", "gpus_per_node", "intra", "inter")
 METRICS = MEASUREMENT_METRICS["train"]
 
 
@@ -69,8 +67,15 @@ def _hardware(row) -> dict:
     return hardware
 
 
-def _metric_value(metric: str, result: dict, workload, cluster, row) -> tuple[float, str | None]:
-    """The row's metric from an evaluate() result of one plan (or a reason)."""
+def scenario_of(row) -> Scenario:
+    """The scenario a ``train`` measurement row describes (its model, hardware, plan and run size)."""
+    run = {column: row.get(column) for column in ("train_samples", "train_tokens") if _present(row.get(column))}
+    return Scenario(workload=_workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=_plan(row),
+                    run=RunSpec(**run) if run else None)
+
+
+def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
+    """The row's metric from the chosen plan's :func:`perfmodel.chain.evaluate` values (or a reason)."""
     if metric == "step_time_s":
         return result["step_time_s"], None
     if metric == "samples_per_s":
@@ -80,16 +85,12 @@ def _metric_value(metric: str, result: dict, workload, cluster, row) -> tuple[fl
             return math.nan, f"{workload.name} has no tokens per sample"
         tokens = result["samples_per_s"] * workload.tokens_per_sample
         return (tokens if metric == "tokens_per_s" else tokens / cluster.num_gpus), None
-    run = RunSpec(train_samples=row.get("train_samples") if _present(row.get("train_samples")) else None,
-                  train_tokens=row.get("train_tokens") if _present(row.get("train_tokens")) else None)
-    samples = run_samples(run, workload) if (run.train_samples or run.train_tokens) else None
-    if samples is None:
+    totals = run_totals(run, workload, result["samples_per_s"], cluster.num_gpus)
+    if totals is None:
         return math.nan, f"metric {metric} needs train_samples or train_tokens"
-    seconds = samples / result["samples_per_s"]
-    return (seconds if metric == "time_to_train_s" else seconds * cluster.num_gpus / 3600.0), None
+    return totals[metric], None
 
 
-@register_predictor("train")
 def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
     out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
     out["reason"] = out["reason"].astype(object)
@@ -98,52 +99,28 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
         try:
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
-            workload = _workload(_workload_spec(row).model_dump_json())
-            cluster = catalog.cluster(**_hardware(row))
-            plan = resolve_plan(_plan(row), cluster.num_gpus, cluster.gpu, workload.family)
-            cluster.gpu.peak(plan["precision"])
+            scenario = scenario_of(row)
+            workload = _workload(scenario.workload.model_dump_json())
+            cluster = catalog.cluster(**scenario.hardware.model_dump())
+            cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
             continue
-        key = (id(workload), cluster.model_dump_json(), plan["precision"], plan["flash_attention"],
-               plan["optimizer"])
-        choices = [{**plan, **choice} for choice in completions(_plan(row), workload.family)]
-        groups.setdefault(key, []).append((index, row, workload, cluster, choices))
+        groups.setdefault((id(workload), cluster.model_dump_json()), []).append((index, row, scenario, workload, cluster))
     for members in groups.values():
-        _, _, workload, cluster, choices0 = members[0]
-        owner = np.concatenate([np.full(len(choices), i) for i, (*_, choices) in enumerate(members)])
-        arrays = [as_arrays(choice) for *_, choices in members for choice in choices]
-        plans = {field: np.concatenate([a[field] for a in arrays]) for field in arrays[0]}
-        mask = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
-        valid = mask == 0
-        step = np.full(len(owner), np.inf)
-        fits = np.zeros(len(owner), dtype=bool)
-        result = {}
-        if valid.any():
-            try:
-                result = evaluate(workload, cluster, {k: v[valid] for k, v in plans.items()},
-                                  precision=choices0[0]["precision"],
-                                  flash_attention=choices0[0]["flash_attention"],
-                                  optimizer=choices0[0]["optimizer"], profile=profile)
-            except ValueError as error:
-                for index, *_ in members:
-                    out.at[index, "reason"] = str(error).splitlines()[0]
+        _, _, _, workload, cluster = members[0]
+        try:
+            choices = choose_plans(workload, cluster, [scenario.plan for _, _, scenario, *_ in members],
+                                   profile=profile)
+        except ValueError as error:
+            for index, *_ in members:
+                out.at[index, "reason"] = str(error).splitlines()[0]
+            continue
+        for (index, row, scenario, *_), choice in zip(members, choices):
+            if not choice.fits:
+                out.at[index, "reason"] = "infeasible plan: " + "; ".join(choice.reasons)
                 continue
-            step[valid] = result["step_time_s"]
-            fits[valid] = result["memory_fits"].astype(bool)
-        position = np.cumsum(valid) - 1
-        for i, (index, row, *_) in enumerate(members):
-            mine = np.flatnonzero(owner == i)
-            best = mine[pick_fastest_fitting(step[mine], fits[mine], valid[mine])]
-            if not valid[best]:
-                out.at[index, "reason"] = "infeasible plan: " + "; ".join(reasons_from_mask(int(mask[best])))
-                continue
-            one = {key: values[position[best]] for key, values in result.items()}
-            if not fits[best]:
-                out.at[index, "reason"] = "infeasible plan: does not fit in GPU memory " \
-                    f"({one['memory_total'] / 1e9:.1f} GB needed of {one['memory_capacity'] / 1e9:.1f} GB)"
-                continue
-            value, reason = _metric_value(row["metric"], one, workload, cluster, row)
+            value, reason = _metric_value(row["metric"], choice.result, workload, cluster, scenario.run)
             out.at[index, "predicted"] = value
             out.at[index, "reason"] = reason
     return out

@@ -1,17 +1,19 @@
 """Strong and weak scaling of a scenario over GPU counts.
 
 Strong scaling keeps the global batch and spreads it over more GPUs; weak scaling keeps the
-per-GPU batch, so the global batch grows with the GPU count.  At each count the fastest feasible
-plan is searched (fields the scenario fixes stay fixed), so the curve shows what the hardware
-allows, not one frozen layout.  Speedup is throughput relative to the smallest count; efficiency
+per-GPU batch, so the global batch grows with the GPU count.  At each count the plan is the one
+:func:`perfmodel.choice.choose_plans` picks, as ``estimate`` would (fields the scenario fixes stay
+fixed), so the curve shows what the hardware allows, not one frozen layout.  Speedup is throughput relative to the smallest count; efficiency
 is speedup divided by the GPU ratio (1 = linear scaling).
 """
 
 from __future__ import annotations
 
-from perfmodel.estimate import resolve
+from perfmodel.choice import choose_plans
 from perfmodel.hardware.catalog import load_catalog
-from perfmodel.search import search
+from perfmodel.job import hardware_summary, resolve
+from perfmodel.plans import default_micro_batch
+from perfmodel.profile import default_profile
 
 __all__ = ["scaling"]
 
@@ -44,7 +46,7 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
         else:
             new_hardware = hardware.model_copy(update={"num_gpus": n, "gpus_per_node": min(per_node, n)})
         plan = scenario.plan.model_copy(update={"dp": None})
-        per_gpu = plan.micro_batch or (1 if workload.family == "transformer" else 32)
+        per_gpu = plan.micro_batch or default_micro_batch(workload.family)
         first_batch = base_batch or counts[0] * per_gpu
         if mode == "weak":
             plan = plan.model_copy(update={"global_batch": max(1, first_batch * n // counts[0])})
@@ -52,20 +54,22 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
             plan = plan.model_copy(update={"global_batch": first_batch, "micro_batch": None})
         case = scenario.model_copy(update={"hardware": new_hardware, "plan": plan})
         try:
-            frame = search(case, catalog, profile, top=1)
+            case, _, case_cluster = resolve(case, catalog)
+            choice = choose_plans(workload, case_cluster, [case.plan], profile=profile or default_profile(),
+                                  data=case.data)[0]
         except ValueError as error:  # e.g. more than one node but no inter-node network
             rows.append({"num_gpus": n, "reason": str(error).splitlines()[0]})
             continue
-        if not len(frame):
-            reasons = "; ".join(f"{k} ({v})" for k, v in frame.attrs["infeasible"].items())
-            rows.append({"num_gpus": n, "reason": reasons or "no plan"})
+        if not choice.fits:
+            rows.append({"num_gpus": n, "reason": "; ".join(choice.reasons) or "no plan"})
             continue
-        best = frame.iloc[0]
+        best, result = choice.plan, choice.result
         rows.append({
-            "num_gpus": n, "nodes": frame.attrs["hardware"]["nodes"],
-            "plan": f"tp{best.tp} pp{best.pp} cp{best.cp} dp{best.dp} mb{best.micro_batch} {best.recompute} z{best.zero}",
-            "global_batch": int(best.global_batch), "step_time_s": best.step_time_s,
-            "samples_per_s": best.samples_per_s, "mfu": best.mfu, "reason": None,
+            "num_gpus": n, "nodes": hardware_summary(case_cluster)["nodes"],
+            "plan": f"tp{best['tp']} pp{best['pp']} cp{best['cp']} dp{best['dp']} mb{best['micro_batch']} "
+                    f"{best['recompute']} z{best['zero']}",
+            "global_batch": int(best["global_batch"]), "step_time_s": result["step_time_s"],
+            "samples_per_s": result["samples_per_s"], "mfu": result["mfu"], "reason": None,
         })
     out = pd.DataFrame(rows)
     if "samples_per_s" not in out:

@@ -1,7 +1,7 @@
 """Which instance, how many, on-demand or spot: rank cloud instances for one training job.
 
 ``rank(scenario)`` takes the scenario's workload, plan and run, and for every candidate instance
-type and node count finds the fastest feasible plan with :func:`perfmodel.search.search`, then
+type and node count takes the plan :func:`perfmodel.choice.choose_plans` picks (as ``estimate``), then
 prices it (:mod:`perfmodel.cost`) and powers it (:mod:`perfmodel.models.power`).  The scenario's own
 ``hardware`` section is ignored: each candidate is ``instance: provider/name, nodes: N``.
 
@@ -35,13 +35,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from perfmodel import cost as costs
-from perfmodel.estimate import run_samples
+from perfmodel.choice import choose_plan
+from perfmodel.job import run_samples
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.hardware.specs import PRICINGS, Instance
 from perfmodel.models import power, preemption
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import HardwareSpec, Scenario, load_scenario
-from perfmodel.search import search
 from perfmodel.units import parse_quantity
 from perfmodel.workloads import workload_from_spec
 
@@ -131,12 +131,14 @@ def _limit(value, dimension: str, name: str) -> float | None:
     return number
 
 
-def _summarise(frame) -> str:
-    counts = frame.attrs.get("infeasible", {})
-    if not counts:
-        return "no feasible plan"
-    top = sorted(counts.items(), key=lambda item: -item[1])[:3]
-    return "no feasible plan: " + "; ".join(f"{reason} ({count} plans)" for reason, count in top)
+def _plan_row(candidate: Scenario, catalog, profile):
+    """(the chosen plan's fields and chain outputs as a Series, or None; the reason when None)."""
+    import pandas as pd
+
+    choice = choose_plan(candidate, catalog, profile)
+    if not choice.fits:
+        return None, "no feasible plan: " + ("; ".join(choice.reasons) or "no candidate plan")
+    return pd.Series({**choice.plan, **choice.result}), ""
 
 
 def _best_plan(scenario, key, inst, nodes, catalog, profile, cache):
@@ -147,8 +149,7 @@ def _best_plan(scenario, key, inst, nodes, catalog, profile, cache):
     if signature not in cache:
         candidate = scenario.model_copy(update={"hardware": HardwareSpec(instance=key, nodes=nodes)})
         try:
-            frame = search(candidate, catalog, profile, top=1)
-            cache[signature] = (frame.iloc[0], "") if len(frame) else (None, _summarise(frame))
+            cache[signature] = _plan_row(candidate, catalog, profile)
         except ValueError as error:  # e.g. a precision this GPU lacks
             cache[signature] = (None, str(error).splitlines()[0])
     return cache[signature]

@@ -1,0 +1,356 @@
+"""The chain (after pvlib's ModelChain): the step time of training plans, step by step,
+vectorized over plans.
+
+:func:`run_chain` runs the named :data:`STEPS` in order over plans held as numpy arrays (see
+:mod:`perfmodel.plans`), so ``estimate`` (one plan) and ``search`` (a million plans) run the
+same code; each step is a pure function ``step(inputs, so_far) -> dict of arrays`` that composes
+the cost models of :mod:`perfmodel.models`, nothing else, and can be replaced by name.  The
+:class:`ChainResult` keeps what every step produced; :func:`evaluate` returns its outputs.
+
+compute -> recompute -> tp_comm -> cp_comm -> pipeline -> dp_comm -> zero_gather -> optimizer ->
+overhead -> input -> memory (each step's docstring cites its formula).  The components of
+``breakdown_s`` are exposed times: they add up to ``step_time_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from perfmodel.hardware.catalog import require_network
+from perfmodel.hardware.specs import Cluster
+from perfmodel.models import comm, compute, datapipe, memory, recompute
+from perfmodel.models.memory import activation_bytes_per_value
+from perfmodel.plans import RECOMPUTE_CODES
+from perfmodel.vocabulary import FULL_PRECISIONS
+from perfmodel.workloads.ops import unique_plan_shapes
+
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",
+             "dp_comm", "zero_gather", "optimizer", "overhead", "input")
+
+# bottleneck names of the breakdown components
+BOTTLENECK_OF = {
+    "forward": "compute", "backward": "compute", "recompute": "compute",
+    "tp_comm": "TP communication", "cp_comm": "CP communication", "pp_bubble": "pipeline bubble",
+    "pp_comm": "PP communication", "dp_comm": "DP communication", "zero_gather": "DP communication",
+    "optimizer": "memory bandwidth", "overhead": "framework overhead", "input": "input pipeline",
+}
+
+# Bytes an optimizer step reads + writes per parameter it updates (memory-bound element-wise
+# kernel): Adam mixed precision reads fp32 master, m, v, fp32 grad (16) and writes master, m, v
+# and the 16-bit weight copy (14); SGD with momentum reads master, momentum, grad (12) and writes
+# master, momentum, 16-bit weights (10); fp32 training has no 16-bit copy.
+OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", True): 22.0, ("sgd", False): 20.0}
+
+
+def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp) -> dict[str, np.ndarray]:
+    """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
+    unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
+    table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
+    sustained = profile.get("sustained_clock_fraction", gpu.architecture)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained)
+    repeat = table.per_op("repeat")
+    op_seconds = (forward + backward) * repeat
+    layer = table.mask(placement="layer")
+    attention = table.mask(kind=("attention", "softmax"), placement="layer")
+    terms = {
+        "layer_fwd": (forward * repeat * layer).sum(axis=0),
+        "layer_bwd": (backward * repeat * layer).sum(axis=0),
+        "attn_fwd": (forward * repeat * attention).sum(axis=0),
+        "pre_fwd": (forward * table.mask(placement="pre")).sum(axis=0),
+        "pre_bwd": (backward * table.mask(placement="pre")).sum(axis=0),
+        "post_fwd": (forward * table.mask(placement="post")).sum(axis=0),
+        "post_bwd": (backward * table.mask(placement="post")).sum(axis=0),
+        "layer_flops": table.total("flops", placement="layer"),
+        "attn_flops": table.total("flops", kind=("attention", "softmax"), placement="layer"),
+        "layer_params": table.total("params", placement="layer"),
+        "pre_params": table.total("params", placement="pre"),
+        "post_params": table.total("params", placement="post"),
+        "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
+                               ).sum(axis=0) / op_seconds.sum(axis=0),
+    }
+    return {name: value[inverse] for name, value in terms.items()}
+
+
+@dataclass(frozen=True)
+class ChainInputs:
+    """What every step reads: the workload, the cluster (catalog), the plans as arrays of
+    :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
+    scenario's data section and whether to write memory reasons."""
+
+    workload: Any
+    cluster: Cluster
+    plans: dict[str, np.ndarray]
+    precision: str
+    flash_attention: bool
+    optimizer: str
+    profile: Any
+    data: Any = None
+    memory_reasons: bool = False
+
+    def degree(self, name: str) -> np.ndarray:
+        """A plan field as floats (degrees, batch sizes)."""
+        return self.plans[name].astype(float)
+
+
+@dataclass
+class ChainResult:
+    """What each step produced (``steps[name]``: its arrays, in :data:`STEPS` order) and the
+    outputs (``step_time_s``, ``<component>_s``, rates, ``memory_*``) as :func:`evaluate` returns them."""
+
+    steps: dict[str, dict[str, Any]]
+    outputs: dict[str, Any]
+
+
+def _compute(inputs: ChainInputs, so_far: dict) -> dict:
+    """Forward and backward time of one micro-batch on the slowest pipeline stage (per-op roofline,
+    :func:`perfmodel.models.compute.op_times`), the parameters that stage holds, and the
+    micro-batches per step."""
+    plans, pp = inputs.plans, inputs.degree("pp")
+    c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
+                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"])
+    micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
+    single_stage = pp == 1
+    edge_fwd = np.where(single_stage, c["pre_fwd"] + c["post_fwd"], np.maximum(c["pre_fwd"], c["post_fwd"]))
+    edge_bwd = np.where(single_stage, c["pre_bwd"] + c["post_bwd"], np.maximum(c["pre_bwd"], c["post_bwd"]))
+    t_fwd = c["layer_fwd"] / pp + edge_fwd
+    t_bwd = c["layer_bwd"] / pp + edge_bwd
+    params_local = c["layer_params"] / pp + np.where(single_stage, c["pre_params"] + c["post_params"],
+                                                     np.maximum(c["pre_params"], c["post_params"]))
+    return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
+            "forward_s": micro_batches * t_fwd, "backward_s": micro_batches * t_bwd}
+
+
+def _recompute(inputs: ChainInputs, so_far: dict) -> dict:
+    """Forward work rerun in the backward pass: a share of the stage's layers (full, every_k,
+    sqrt), or the attention core (selective; flash attention's backward already recomputes it)."""
+    pp, strategy = inputs.degree("pp"), inputs.plans["recompute"]
+    share = recompute.recompute_forward_share(strategy, RECOMPUTE_CODES, layers=inputs.workload.layers / pp,
+                                              every=inputs.plans["recompute_every"])
+    selective = (strategy == RECOMPUTE_CODES["selective"]) & (not inputs.flash_attention)
+    t_recompute = np.where(selective, so_far["attn_fwd"], share * so_far["layer_fwd"]) / pp
+    return {"recompute_share": share, "selective": selective, "t_recompute": t_recompute,
+            "recompute_s": so_far["micro_batches"] * t_recompute}
+
+
+def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
+    """Megatron-LM's two all-reduces per layer in the forward and two in the backward pass
+    (Shoeybi et al. 2019, Fig. 3), or the equivalent reduce-scatter + all-gather pairs with
+    sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2); two more in the forward pass that
+    full recomputation repeats; ``tp_overlap`` of it hidden."""
+    tp = inputs.degree("tp")
+    if inputs.workload.family != "transformer":
+        return {"t_tp": np.zeros_like(tp), "tp_comm_s": np.zeros_like(tp)}
+    shape = inputs.workload.shape
+    tp_message = _tokens_per_rank(inputs) * shape.hidden * activation_bytes_per_value(inputs.precision)
+    tp_collectives = 4.0 + 2.0 * so_far["recompute_share"]  # recomputed layers repeat their forward pair
+    t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, tp, **so_far["links"])
+    t_tp = (1.0 - inputs.profile.get("tp_overlap")) * tp_collectives * shape.layers / inputs.degree("pp") * t_tp_layer
+    return {"t_tp": t_tp, "tp_comm_s": so_far["micro_batches"] * t_tp}
+
+
+def _cp_comm(inputs: ChainInputs, so_far: dict) -> dict:
+    """Ring-attention key/value exchange of context parallelism, exposed where it outlasts the
+    attention it overlaps."""
+    tp, cp, pp = inputs.degree("tp"), inputs.degree("cp"), inputs.degree("pp")
+    if inputs.workload.family != "transformer":
+        return {"t_cp": np.zeros_like(tp), "cp_comm_s": np.zeros_like(tp)}
+    shape, cluster = inputs.workload.shape, inputs.cluster
+    kv_message = (2.0 * _tokens_per_rank(inputs) * shape.kv_heads * (shape.hidden / shape.heads) / tp
+                  * activation_bytes_per_value(inputs.precision))
+    cp_inter = tp * cp > cluster.gpus_per_node
+    t_cp_transfer = 3.0 * (cp - 1) * (shape.layers / pp) * comm.p2p_time(
+        kv_message, **_p2p_link(so_far["links"], cp_inter, cluster.gpus_per_node))
+    t_cp = np.maximum(0.0, t_cp_transfer - 3.0 * so_far["attn_fwd"] / pp) * (cp > 1)
+    return {"t_cp": t_cp, "cp_comm_s": so_far["micro_batches"] * t_cp}
+
+
+def _pipeline(inputs: ChainInputs, so_far: dict) -> dict:
+    """1F1B bubble (p - 1)/m of the ideal time, interleaved (p - 1)/(v m) (Narayanan et al. 2021,
+    Sec. 2.2), and the stage-to-stage activation sends."""
+    tp, pp, dp, cp, vp = (inputs.degree(name) for name in ("tp", "pp", "dp", "cp", "vp"))
+    cluster = inputs.cluster
+    if inputs.workload.family == "transformer":
+        pp_message = (_tokens_per_rank(inputs) * inputs.workload.shape.hidden
+                      * activation_bytes_per_value(inputs.precision)
+                      / np.where(inputs.plans["sequence_parallel"] > 0, tp, 1.0))
+        pp_inter = (tp * cp * dp >= cluster.gpus_per_node) & (cluster.nodes > 1)
+        t_pp_send = comm.p2p_time(pp_message, **_p2p_link(so_far["links"], pp_inter, cluster.gpus_per_node))
+    else:
+        t_pp_send = np.zeros_like(tp)
+    t_microbatch = so_far["t_fwd"] + so_far["t_bwd"] + so_far["t_recompute"] + so_far["t_tp"] + so_far["t_cp"]
+    return {"t_pp_send": t_pp_send, "t_microbatch": t_microbatch,
+            "pp_bubble_s": (pp - 1.0) / vp * t_microbatch,
+            "pp_comm_s": np.where(pp > 1, 2.0 * vp * so_far["micro_batches"] * t_pp_send, 0.0)}
+
+
+def _dp_links(inputs: ChainInputs, so_far: dict) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(group size, members per node, link numbers) of the data-parallel x context-parallel group:
+    ranks are ordered tp (fastest), cp, dp, pp, so the group takes every tp-th GPU of a node and
+    the node's groups share its NICs."""
+    group = inputs.degree("dp") * inputs.degree("cp")
+    gpus_per_node = inputs.cluster.gpus_per_node
+    members_per_node = np.minimum(np.clip(gpus_per_node // inputs.degree("tp"), 1, None), group)
+    return group, members_per_node, _shared_nics(so_far["links"], gpus_per_node / members_per_node)
+
+
+def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
+    """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1/2/3; Rajbhandari et al. 2020,
+    Sec. 7) in buckets under the last micro-batch's backward pass: only the part that does not fit
+    under ``dp_overlap`` of it is exposed."""
+    group, members_per_node, links = _dp_links(inputs, so_far)
+    grad_bytes = so_far["params_local"] * inputs.profile.get("gradient_reduce_bytes")
+    t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)
+    t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
+    t_grad = np.where(inputs.plans["zero"] == 0, t_allreduce, t_scatter)
+    profile = inputs.profile
+    return {"t_grad": t_grad, "dp_comm_s": exposed_communication(
+        t_grad, profile.get("dp_overlap") * so_far["t_bwd"], profile.get("overlap_interference"))}
+
+
+def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
+    """Parameter all-gathers: ZeRO-1/2 gather the updated shards after the optimizer step (nothing
+    left to hide them under); ZeRO-3/FSDP gathers them before every micro-batch's forward and
+    backward, prefetched under ``dp_overlap`` of that compute."""
+    group, members_per_node, links = _dp_links(inputs, so_far)
+    param_bytes = so_far["params_local"] * activation_bytes_per_value(inputs.precision)
+    t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
+    zero, profile = inputs.plans["zero"], inputs.profile
+    per_microbatch = exposed_communication(2.0 * t_gather, profile.get("dp_overlap") * (so_far["t_fwd"] + so_far["t_bwd"]),
+                                           profile.get("overlap_interference"))
+    return {"t_gather": t_gather, "zero_gather_s": np.select(
+        [zero == 3, zero >= 1], [so_far["micro_batches"] * per_microbatch, t_gather], 0.0)}
+
+
+def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
+    """The optimizer step: a memory-bound element-wise kernel over the parameters this GPU updates
+    (:data:`OPTIMIZER_STEP_BYTES`; ZeRO-1+ updates a 1/dp shard)."""
+    gpu, profile = inputs.cluster.gpu, inputs.profile
+    mixed = inputs.precision not in FULL_PRECISIONS
+    step_bytes = (OPTIMIZER_STEP_BYTES[(inputs.optimizer, mixed)] * so_far["params_local"]
+                  / np.where(inputs.plans["zero"] >= 1, inputs.degree("dp"), 1.0))
+    optimizer_time = compute.roofline_time(
+        0.0, step_bytes, gpu.peak("fp32"), gpu.memory_bandwidth, 1.0,
+        profile.get("memory_efficiency", gpu.architecture), profile.get("kernel_launch_overhead"))
+    return {"optimizer_s": optimizer_time * np.ones_like(inputs.degree("tp"))}
+
+
+def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
+    """A per-step framework overhead (``step_overhead``)."""
+    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
+
+
+def _input(inputs: ChainInputs, so_far: dict) -> dict:
+    """Input-pipeline time the step waits for (:func:`perfmodel.models.datapipe.exposed_input_time`)."""
+    busy = sum(so_far[f"{name}_s"] for name in BREAKDOWN if name != "input")
+    samples_per_node = inputs.degree("global_batch") / inputs.cluster.nodes
+    return {"busy_s": busy, "input_s": datapipe.exposed_input_time(samples_per_node, busy, inputs.data,
+                                                                   inputs.cluster, inputs.profile)}
+
+
+def _memory(inputs: ChainInputs, so_far: dict) -> dict:
+    """Memory per GPU and whether it fits (:func:`perfmodel.models.memory.plan_memory`)."""
+    mem = memory.plan_memory(inputs.workload, inputs.cluster.gpu, inputs.plans, precision=inputs.precision,
+                             optimizer=inputs.optimizer, flash_attention=inputs.flash_attention,
+                             profile=inputs.profile, with_reasons=inputs.memory_reasons)
+    return {f"memory_{key}": value for key, value in mem.items()}
+
+
+# the chain's steps in order; each reads the ChainInputs and what the steps before it produced
+STEPS: dict[str, Callable[[ChainInputs, dict], dict]] = {
+    "compute": _compute, "recompute": _recompute, "tp_comm": _tp_comm, "cp_comm": _cp_comm,
+    "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather, "optimizer": _optimizer,
+    "overhead": _overhead, "input": _input, "memory": _memory,
+}
+
+
+def _tokens_per_rank(inputs: ChainInputs) -> np.ndarray:
+    return inputs.degree("micro_batch") * inputs.workload.shape.seq_len / inputs.degree("cp")
+
+
+def _rates(inputs: ChainInputs, values: dict) -> dict:
+    """Step time, throughput and FLOP rates (model FLOPs: PaLM appendix B; hardware FLOPs add
+    recompute)."""
+    step_time = values["busy_s"] + values["input_s"]
+    global_batch, pp = inputs.degree("global_batch"), inputs.degree("pp")
+    num_gpus = float(inputs.cluster.num_gpus)
+    workload = inputs.workload
+    model_flops = workload.flops_per_sample(training=True) * global_batch
+    # op-table FLOPs are per GPU; each GPU of a stage reruns its share of the stage's layers
+    recompute_flops = num_gpus * values["micro_batches"] * np.where(
+        values["selective"], values["attn_flops"], values["recompute_share"] * values["layer_flops"]) / pp
+    peak = inputs.cluster.gpu.peak(inputs.precision)
+    out = {f"{name}_s": values[f"{name}_s"] for name in BREAKDOWN}
+    out["step_time_s"] = step_time
+    out["samples_per_s"] = global_batch / step_time
+    out["tokens_per_s"] = out["samples_per_s"] * (workload.tokens_per_sample or np.nan)
+    out["tflops_per_gpu"] = model_flops / step_time / num_gpus / 1e12
+    out["mfu"] = model_flops / step_time / num_gpus / peak
+    out["hfu"] = (model_flops + recompute_flops) / step_time / num_gpus / peak
+    out["gpu_utilization"] = (values["forward_s"] + values["backward_s"] + values["recompute_s"]) / step_time
+    out["num_micro_batches"] = values["micro_batches"]
+    out["memory_bound_share"] = values["memory_bound_share"]
+    out.update({key: value for key, value in values.items() if key.startswith("memory_")})
+    return out
+
+
+def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
+              flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
+              steps: dict[str, Callable] | None = None) -> ChainResult:
+    """Run the :data:`STEPS` in order over the plans and keep what each produced.
+
+    ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
+    so_far)`` returns the arrays its default returns (``t_tp`` and ``tp_comm_s``); ``so_far``
+    holds every array the earlier steps produced plus ``links`` (:func:`perfmodel.models.comm.link_numbers`).
+    """
+    unknown = sorted(set(steps or {}) - set(STEPS))
+    if unknown:
+        raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
+    require_network(cluster)
+    inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
+                         memory_reasons)
+    values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
+    produced = {}
+    for name, default in STEPS.items():
+        produced[name] = (steps or {}).get(name, default)(inputs, values)
+        values.update(produced[name])
+    return ChainResult(steps=produced, outputs=_rates(inputs, values))
+
+
+def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
+             flash_attention: bool, optimizer: str, profile, data=None,
+             memory_reasons: bool = False, steps: dict[str, Callable] | None = None) -> dict[str, np.ndarray]:
+    """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
+    :func:`run_chain`.
+
+    ``plans`` holds the :data:`perfmodel.plans.PLAN_FIELDS` as integer arrays of equal length; plans
+    must already be valid (see :func:`perfmodel.plans.check_plans`).  Returns a dict with
+    ``step_time_s``, one array per :data:`BREAKDOWN` component (``<name>_s``), throughput, FLOP
+    rates, MFU/HFU, memory components (``memory_<component>``), ``memory_fits`` and, with
+    ``memory_reasons``, ``memory_reasons_text`` (a list of reasons per plan).
+    """
+    return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
+                     optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
+                     steps=steps).outputs
+
+
+def exposed_communication(comm_time, hideable_compute, interference):
+    """Time a communication adds to the step when it runs under ``hideable_compute`` seconds of
+    compute: the part that does not fit under it, plus ``interference`` x the part that does
+    (communication kernels take SMs and memory bandwidth from the compute they overlap)."""
+    hidden = np.minimum(comm_time, hideable_compute)
+    return comm_time - hidden + interference * hidden
+
+
+def _p2p_link(links: dict, inter, gpus_per_node: int) -> dict:
+    """Bandwidth and latency of one GPU's point-to-point send inside a node, or across nodes
+    where every GPU of the node sends at once and gets its share of the node's NICs."""
+    return {"bandwidth": np.where(inter, links["inter_bandwidth"] / gpus_per_node, links["intra_bandwidth"]),
+            "latency": np.where(inter, links["inter_latency"], links["intra_latency"])}
+
+
+def _shared_nics(links: dict, concurrent_groups_per_node) -> dict:
+    """Link numbers for one of ``concurrent_groups_per_node`` groups that share a node's NICs."""
+    return {**links, "inter_bandwidth": links["inter_bandwidth"] / concurrent_groups_per_node}

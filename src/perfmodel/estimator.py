@@ -1,0 +1,126 @@
+"""Scenario -> Estimate: one training job explained.
+
+``estimate(scenario)`` resolves the workload and hardware, fills the plan's open fields with the
+fastest valid plan that fits (:func:`perfmodel.choice.choose_plans`, the rule ``validate`` uses
+too), and runs the one formula path :func:`perfmodel.chain.evaluate` on it.  An infeasible scenario (does not fit,
+degrees that do not divide the model, GPU count mismatch) is an answer with ``feasible: false``
+and its reasons, not an exception; a malformed one raises a ``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
+from perfmodel.choice import choose_plans
+from perfmodel.hardware.catalog import Catalog
+from perfmodel.job import hardware_summary, resolve, run_totals
+from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
+from perfmodel.scenario import Scenario
+
+__all__ = ["Estimate", "estimate", "bottleneck_of"]
+
+
+class Estimate(BaseModel):
+    """The answer for one scenario.
+
+    Times in seconds, memory in bytes, ``tflops_per_gpu`` in TFLOP/s (model FLOPs, PaLM appendix
+    B).  When the scenario is infeasible, ``feasible`` is false, ``reasons`` says why, and the time
+    fields are null.  ``breakdown_s`` holds exposed times that add up to ``step_time_s``.
+    """
+
+    feasible: bool
+    reasons: list[str] = Field(default_factory=list)
+    workload: str
+    hardware: dict[str, Any]
+    plan: dict[str, Any]
+    step_time_s: float | None = None
+    breakdown_s: dict[str, float] = Field(default_factory=dict)
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    gpu_utilization: float | None = None
+    bottleneck: str | None = None
+    memory: dict[str, Any] = Field(default_factory=dict)
+    time_to_train_s: float | None = None
+    gpu_hours: float | None = None
+    interval_80: dict[str, float] | None = Field(
+        None, description="80 % prediction interval from the profile's cross-validated residuals: "
+                          "step_time_low_s, step_time_high_s, samples_per_s_low, samples_per_s_high")
+    assumptions: dict[str, Any] = Field(default_factory=dict)
+
+
+def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0) -> str:
+    """The category (compute, memory bandwidth, TP communication, pipeline bubble, ...) with the
+    largest share of the step; GPU work counts as "memory bandwidth" when most of it is spent in
+    ops that are memory-bound on the roofline (``memory_bound_share`` > 1/2)."""
+    totals: dict[str, float] = {}
+    for name, seconds in breakdown.items():
+        category = BOTTLENECK_OF[name]
+        if category == "compute" and memory_bound_share > 0.5:
+            category = "memory bandwidth"
+        totals[category] = totals.get(category, 0.0) + seconds
+    return max(totals, key=totals.get)
+
+
+def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
+             profile: CalibrationProfile | None = None) -> Estimate:
+    """Estimate one scenario (a :class:`Scenario`, a file path, or a dict) on the plan
+    :func:`perfmodel.choice.choose_plans` picks for it."""
+    scenario, workload, cluster = resolve(scenario, catalog)
+    profile = profile or default_profile()
+    choice = choose_plans(workload, cluster, [scenario.plan], profile=profile, data=scenario.data)[0]
+    base = {"workload": workload.name, "hardware": hardware_summary(cluster), "plan": choice.plan,
+            "assumptions": {"profile": profile.provenance.get("name", "defaults"),
+                            "flash_attention": choice.plan["flash_attention"]}}
+    if choice.chosen:
+        base["assumptions"]["chosen_by_search"] = choice.chosen
+    if not choice.valid:
+        return Estimate(feasible=False, reasons=choice.reasons, **base)
+    result = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
+                      flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
+                      profile=profile, data=scenario.data, memory_reasons=True)
+    return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
+
+
+def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,
+                base: dict[str, Any]) -> Estimate:
+    """The Estimate of plan ``index`` of an :func:`evaluate` result."""
+    value = {key: float(array[index]) for key, array in result.items()
+             if key not in ("memory_stage", "memory_reasons_text")}
+    memory = {key[len("memory_"):]: value[key] for key in value if key.startswith("memory_")}
+    memory["fits"] = bool(memory["fits"])
+    memory["stage"] = str(result["memory_stage"][index])
+    memory["reasons"] = list(result["memory_reasons_text"][index]) if "memory_reasons_text" in result else []
+    breakdown = {name: value[f"{name}_s"] for name in BREAKDOWN}
+    step = value["step_time_s"]
+    estimate = Estimate(
+        feasible=memory["fits"],
+        reasons=memory["reasons"],
+        step_time_s=step,
+        breakdown_s=breakdown,
+        samples_per_s=value["samples_per_s"],
+        tokens_per_s=value["tokens_per_s"] if workload.tokens_per_sample else None,
+        tflops_per_gpu=value["tflops_per_gpu"],
+        mfu=value["mfu"],
+        hfu=value["hfu"],
+        gpu_utilization=value["gpu_utilization"],
+        bottleneck=bottleneck_of(breakdown, value["memory_bound_share"]),
+        memory=memory,
+        **base,
+    )
+    bounds = profile.interval_ratio("train", cluster.gpu.architecture)
+    if bounds is not None:
+        low, high = scale_by_ratio("step_time_s", step, bounds)
+        estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
+                                "samples_per_s_low": value["samples_per_s"] * bounds[0],
+                                "samples_per_s_high": value["samples_per_s"] * bounds[1]}
+    totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
+    if totals is not None:
+        estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]
+    return estimate

@@ -1,0 +1,300 @@
+"""Every efficiency parameter of the cost models, declared once.
+
+A :class:`Parameter` is one knob (an eta, a latency, an overlap fraction, a per-step overhead)
+with its default (the prior's centre), its bounds, its unit, the physics it may vary with
+(``per="architecture"`` or ``per="link_kind"``) and where the default comes from.  The table
+:data:`PARAMETERS` is static: importing this module declares all of them, so a calibration profile
+can be checked and fitted in a fresh process whatever else was imported.  Model modules register
+nothing; they read values from a :class:`~perfmodel.profile.CalibrationProfile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Parameter", "PARAMETERS"]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One efficiency parameter: default (the prior's centre), bounds, unit and provenance."""
+
+    name: str
+    default: float
+    low: float
+    high: float
+    unit: str
+    description: str
+    source: str
+    per: str | None = None  # None | "architecture" | "link_kind"
+    prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
+    group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
+
+    def __post_init__(self):
+        for group, value in (("", self.default), *self.group_defaults):
+            if not self.low <= value <= self.high:
+                raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
+                                 f"outside [{self.low}, {self.high}]")
+
+    def default_for(self, group: str | None = None) -> float:
+        """The default for ``group`` (its own default when the physics differs by group), else ``default``."""
+        return dict(self.group_defaults).get(group, self.default) if group is not None else self.default
+
+
+_KERNEL_CSV = "stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table) and " \
+              "zzc0721/torch-performance-test-data issue #79"
+_NCCL = "NVIDIA/nccl src/graph/tuning.cc (ncclTopoTuneModel, hwLat/baseLat tables)"
+_AWS_ADVISOR = ("AWS Spot Instance Advisor (spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json): "
+                "'frequency of interruption' = share of capacity reclaimed in the trailing month, in "
+                "buckets <5 %, 5-10 %, 10-15 %, 15-20 %, >20 %")
+_HOURS_PER_MONTH = 730.0  # 8760 h / 12
+
+
+_TABLE = (
+    # --- Compute (roofline, perfmodel.models.compute)
+    Parameter(
+        name="matmul_efficiency", default=0.83, low=0.3, high=1.0, unit="fraction of dense peak",
+        description="fraction of the dense tensor (or FP32) peak a large, well-shaped GEMM reaches",
+        source=f"{_KERNEL_CSV}: large GEMMs reach 0.87 of peak on A100 (bf16 1024x10240x5120, 271.2 of "
+               "312 TFLOP/s) and 0.68-0.80 on H100 SXM (bf16 2048x2048x13312 794.5, fp16 4096^3 760.0, "
+               "bf16 10240^3 719.7 of 989.5); 0.83 is the value that puts both A100 and H100 large "
+               "bf16 GEMMs within 10 % once wave quantization is applied",
+        per="architecture"),
+    Parameter(
+        name="matmul_tile", default=128.0, low=32.0, high=256.0, unit="elements",
+        description="edge of the square output tile one SM computes (tile and wave quantization)",
+        source="NVIDIA Matrix Multiplication Background User's Guide (tile quantization examples use "
+               "128x128 and 256x128 tiles); CUTLASS default tensor-op threadblock tile 128x128",
+        per="architecture"),
+    Parameter(
+        name="matmul_k_overhead", default=128.0, low=0.0, high=2048.0, unit="elements of k",
+        description="fixed per-tile cost (filling the multi-stage operand pipeline, epilogue) in units "
+                    "of the reduction dimension: efficiency factor k / (k + k0)",
+        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 3-4 shared-memory stages of a "
+               "32-64 deep k-tile are filled before the first MMA, about 128 elements of k",
+        per="architecture"),
+    Parameter(
+        name="attention_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
+        description="fraction of the tensor peak a fused (flash) attention kernel reaches",
+        source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
+               "peak (forward and backward); 0.6 is the middle of that range",
+        per="architecture"),
+    Parameter(
+        name="conv_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
+        description="fraction of the tensor peak an implicit-GEMM convolution reaches",
+        source="prior, not a measurement: set to the FlashAttention-2 middle value (0.6) below "
+               "matmul_efficiency because cuDNN implicit GEMM pays for im2col address math and small "
+               "channel counts (NVIDIA Convolutional Layers User's Guide); fitted by calibrate on "
+               "CNN training rows",
+        per="architecture"),
+    Parameter(
+        name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
+        description="fraction of the datasheet memory bandwidth a streaming kernel reaches",
+        source="chsasank/device-benchmarks README.md @ 7ccc883, device copy of ~380 MB (read + write): "
+               "T4 240 of 320 GB/s (0.75), L4 235 of 300 (0.78), A10 469 of 600 (0.78), H100 PCIe "
+               "1630 of 2000 (0.815); mean 0.78",
+        per="architecture"),
+    Parameter(
+        name="sustained_clock_fraction", default=1.0, low=0.4, high=1.0, unit="fraction of kernel peak",
+        description="share of an isolated kernel's compute rate that a GPU sustains through whole training "
+                    "steps (clocks drop under the board power limit; kernels share L2 and HBM)",
+        source="prior 1 (no derate); NVIDIA GPUs lower their SM clock to stay within TDP under sustained "
+               "tensor-core load (nvidia-smi 'SW Power Cap' throttling; kernel.csv K0028: H100 fp16 GEMM "
+               "668 TFLOP/s on long 10240^3 runs vs 760 at 4096^3); fitted per architecture on training rows",
+        per="architecture"),
+    Parameter(
+        name="elementwise_fusion", default=0.0, low=0.0, high=0.9, unit="fraction of bytes",
+        description="share of the memory traffic of element-wise ops (activations, dropout, residual adds, "
+                    "bias) that training frameworks save by fusing them into neighbouring kernels",
+        source="prior 0 = every element-wise op is its own kernel; frameworks fuse many of them "
+               "(Megatron-LM fused bias-GeLU and bias-dropout-add kernels, Shoeybi et al. 2019 / "
+               "Korthikanti et al. 2022 Sec. 5; cuDNN fused BN + ReLU in NVIDIA DeepLearningExamples "
+               "ResNet-50 NHWC); fitted by calibrate on training rows"),
+    Parameter(
+        name="kernel_launch_overhead", default=2e-6, low=0.0, high=2e-5, unit="s",
+        description="time added per kernel: the GPU-side gap between back-to-back kernels",
+        source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
+               "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
+               "with a host synchronisation each time; 2 us allows for framework dispatch"),
+    # --- Communication (alpha-beta collectives, perfmodel.models.comm)
+    Parameter(
+        name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",
+        description="large-message plateau of a ring's bus bandwidth as a share of the link's per-direction rate",
+        source=("nvlink/nvswitch 0.80: sjeaugey in NVIDIA/nccl-tests#212 ('protocol overhead ~20%: 370 of 450 "
+                "GB/s'), and dev rows ring busbw/per-direction A100 234.6/300, H100 368/450, H200 365.6/450, "
+                "B200 679-698/900; infiniband 0.87: B200 8 x NDR ring rows 291-390/400 (together-nccl-tests "
+                "use3a-ss and flapping-airplanes), A100 4 x HDR 96.45/100 (NVIDIA/nccl-tests#119); roce 0.95: "
+                "H100 4 x RoCE-400 190/200 (NVIDIA/nccl#1368); efa 0.93: p5en ring 364.65/400 and p6-b200 "
+                "380/400 (stas00/ml-engineering); other kinds (pcie, ethernet) 0.85, the dev-set median, "
+                "no PCIe or Ethernet rows measured"),
+        per="link_kind",
+        group_defaults=(("nvlink", 0.80), ("nvswitch", 0.80), ("infiniband", 0.87), ("roce", 0.95),
+                        ("efa", 0.93))),
+    Parameter(
+        name="link_latency", default=4.0e-6, low=1e-7, high=2e-4, unit="s",
+        description="alpha: latency of one algorithm step over this kind of link",
+        source=(f"{_NCCL}: hwLat Ring/LL128 NVLink 1.9 us, PCI 2.5 us, NET 4.0 us (default, also IB, RoCE, "
+                "Ethernet); NVLink 1.9 us reproduces H100 8-GPU ring floor 35 us = 8.4 + 14 x 1.9 "
+                "(together-nccl-tests H100 ring rows); efa 50 us fitted to p6-b200 4-node rows 128 KiB-256 MiB "
+                "(stas00/ml-engineering; torch all_reduce_bench timing, so it includes framework overhead)"),
+        per="link_kind",
+        group_defaults=(("nvlink", 1.9e-6), ("nvswitch", 1.9e-6), ("pcie", 2.5e-6), ("efa", 50e-6))),
+    Parameter(
+        name="collective_base_latency", default=8.4e-6, low=1e-6, high=1e-4, unit="s",
+        description="a0: fixed launch and synchronisation cost of one collective",
+        source=f"{_NCCL}: baseLat Ring/Simple 8.4 us"),
+    Parameter(
+        name="tree_bandwidth_efficiency", default=0.54, low=0.2, high=1.0, unit="fraction",
+        description="share of the links' plateau bandwidth NCCL's double binary tree reaches",
+        source=(f"fitted to B200 8 x NDR tree rows: 2 nodes 335-339 GB/s, 4-64 nodes 192-196 GB/s "
+                f"(together-nccl-tests); {_NCCL} likewise derates tree (busBw*0.92, per-channel caps)")),
+    Parameter(
+        name="nvls_bandwidth_efficiency", default=0.58, low=0.2, high=1.0, unit="fraction",
+        description="NVLS all-reduce algbw as a share of the GPU's per-direction NVLink rate",
+        source=("algbw plateau / per-direction NVLink: Hopper 0.61 (H100 273.8/450 together-nccl-tests, H200 "
+                "275.6/450 stas00/ml-engineering; sjeaugey in NVIDIA/nccl-tests#212: 'algbw ~275GB/s'), "
+                "Blackwell 0.54 (B200 NVLS busbw 844.35 -> algbw 482/900, together-nccl-tests); default "
+                "their mean"),
+        per="architecture",
+        group_defaults=(("Hopper", 0.61), ("Blackwell", 0.54))),
+    Parameter(
+        name="nvls_latency", default=23e-6, low=1e-6, high=1e-4, unit="s",
+        description="extra latency of an NVLS (NVSwitch multicast/reduce) collective",
+        source=(f"{_NCCL}: hwLat NVLink NVLS/Simple 23 us; H100 NVLS floor 34.7 us ~ 8.4 + 23 "
+                "(together-nccl-tests H100 nvls rows)")),
+    Parameter(
+        name="pipeline_fill", default=0.8, low=0.0, high=2.0, unit="dimensionless",
+        description="c in t = L + W + c*sqrt(L*W): cost of filling the chunk pipeline at mid-size messages",
+        source=("2 is the optimally segmented pipeline, t = (sqrt(L) + sqrt(W))^2 (Johnsson & Ho 1989, IEEE "
+                "Trans. Computers 38(9), pipelined broadcast); 0.8 fitted to the together-nccl-tests H100 "
+                "nvls/ring rows 4-128 MiB (e.g. NVLS 16 MiB 126 us, 128 MiB 587 us)")),
+    Parameter(
+        name="nvlink_mesh_ring_fraction", default=1.0, low=0.25, high=1.0, unit="fraction",
+        description="share of a GPU's NVLink bandwidth NCCL's rings use on a hybrid cube-mesh (DGX-1)",
+        source=("NVIDIA DGX-1 V100 system description: the hybrid cube-mesh is 'three interwoven rings of "
+                "single NVLink connections', so 8-GPU rings can use all six links; not measured in the dev "
+                "set: lower it by calibration on measured DGX-1 runs")),
+    # --- Memory (perfmodel.models.memory)
+    Parameter(
+        name="framework_memory_bytes", default=1e9, low=2e8, high=5e9, unit="bytes",
+        description="per-GPU memory outside the tensors: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers",
+        source="CUDA context alone measured at 723 MiB and ~800 MB on the first CUDA call "
+               "(discuss.pytorch.org/t/73021 and /t/81330, PyTorch 1.4-1.5); rounded up to 1 GB for "
+               "library workspaces and NCCL communicator buffers; a prior for calibration"),
+    Parameter(
+        name="allocator_fragmentation", default=0.05, low=0.0, high=0.3, unit="fraction",
+        description="memory the caching allocator reserves but cannot hand out, as a fraction of tensor bytes",
+        source="prior, not a measurement: PyTorch's caching allocator rounds blocks up and splits 2 MiB/20 MiB "
+               "segments; Rajbhandari et al. 2020 Sec. 3.2 reports out-of-memory with over 30 % still free "
+               "in extreme cases (the upper bound here); calibrate on measured peaks"),
+    Parameter(
+        name="ddp_bucket_bytes", default=25 * 2**20, low=2**20, high=2**30, unit="bytes",
+        description="size of one gradient all-reduce bucket; two are counted (one reducing, one filling)",
+        source="PyTorch DistributedDataParallel default bucket_cap_mb=25 (MiB), torch/nn/parallel/distributed.py"),
+    # --- Input pipeline (perfmodel.models.datapipe)
+    Parameter("cpu_decode_rate", 300.0, 30.0, 3000.0, "samples/s per core",
+              "JPEG decode + augmentation rate of one CPU core for ImageNet-sized images",
+              "prior: order of a few hundred 224-px ImageNet images/s per core for PIL/libjpeg-turbo "
+              "decode+crop+flip; NVIDIA DALI docs motivate GPU decoding by CPU-bound ResNet-50 input "
+              "pipelines; fitted by calibrate() when input-bound rows exist"),
+    Parameter("gpu_decode_rate", 3000.0, 300.0, 30000.0, "samples/s per GPU",
+              "nvJPEG/DALI decode + augmentation rate of one GPU",
+              "prior: DALI's documented purpose (offload decoding from the CPU); fitted by calibrate() "
+              "when input-bound rows exist"),
+    # --- Power and energy (perfmodel.models.power)
+    Parameter(
+        name="gpu_idle_fraction", default=0.15, low=0.02, high=0.5, unit="fraction of TDP",
+        description="idle draw of a GPU as a fraction of its TDP, used when the catalog has no "
+                    "measured idle_power",
+        source="assumption: no vendor publishes idle power; nvidia-smi idle readings of SXM "
+               "data-centre GPUs are about 50-60 W of 400 W (A100) and 70-100 W of 700 W (H100), "
+               "i.e. 0.10-0.15 of TDP (practitioner reports, e.g. nemulai.com 'GPU electricity "
+               "cost per training run' uses 15 %); nvidia-smi itself samples power only part of "
+               "the time (Yang et al. 2023, arXiv:2312.02741)"),
+    Parameter(
+        name="host_power_per_node", default=2000.0, low=0.0, high=6000.0, unit="W",
+        description="average power of everything in a node that is not a GPU (CPUs, DRAM, NICs, "
+                    "NVSwitches, fans, storage)",
+        source="assumption: about half the non-GPU share of the maximum system power in NVIDIA's "
+               "DGX datasheets (DGX A100: 6.5 kW max - 8 x 400 W = 3.3 kW; DGX H100: 10.2 kW max - "
+               "8 x 700 W = 4.6 kW); set it from a measured node for real numbers"),
+    Parameter(
+        name="pue", default=1.1, low=1.0, high=3.0, unit="ratio",
+        description="power usage effectiveness of the data centre (total facility energy / IT energy)",
+        source="hyperscale cloud data centres report about 1.1 (Google fleet trailing-twelve-month "
+               "PUE 1.10, Google data centers efficiency page, 2023); the industry-wide average is "
+               "1.58 (Uptime Institute Global Data Center Survey 2023) - use that for on-premises "
+               "or colocation sites"),
+    # --- Failures and checkpointing (perfmodel.models.preemption)
+    Parameter(
+    name="gpu_failure_rate_per_hour", default=419 / (16384 * 54 * 24), low=1e-7, high=1e-3,
+    unit="1/(GPU h)",
+    description="unexpected job interruptions per GPU-hour of a large synchronous training job",
+    source="Llama 3 (Dubey et al. 2024, 'The Llama 3 Herd of Models', Sec. 3.3.4): 419 unexpected "
+           "interruptions in a 54-day snapshot on 16,384 H100 GPUs = 419/(16384*54*24) = 1.97e-5 per GPU-hour "
+           "(one every ~3.1 h at that scale)",
+),
+    # --- Step composition (the chain)
+    Parameter("dp_overlap", 0.7, 0.0, 1.0, "fraction",
+              "share of the last micro-batch's backward pass under which bucketed gradient "
+              "reduction can hide",
+              "prior: PyTorch DDP / Megatron overlap grad reduce with the backward pass (Li et al. "
+              "2020, PyTorch Distributed, Sec. 3.2.3); the first bucket is ready only after part of "
+              "the backward has run; fitted by calibrate()"),
+    Parameter("overlap_interference", 0.2, 0.0, 1.0, "fraction",
+              "slow-down of compute per second of communication hidden under it",
+              "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
+              "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
+              "not free; fitted by calibrate()"),
+    Parameter("tp_overlap", 0.0, 0.0, 0.9, "fraction",
+              "share of tensor-parallel communication hidden under compute",
+              "Megatron-LM default runs TP collectives on the critical path (no comm/GEMM overlap); "
+              "fitted by calibrate()"),
+    Parameter("step_overhead", 0.01, 0.0, 2.0, "s",
+              "per-step framework overhead (Python, kernel launches not modelled per op, logging)",
+              "prior: order of a few ms to tens of ms seen in PyTorch step traces; fitted by calibrate()"),
+    Parameter("gradient_reduce_bytes", 4.0, 2.0, 4.0, "bytes/parameter",
+              "bytes per gradient in the data-parallel reduction",
+              "PyTorch AMP keeps fp32 parameters so DDP reduces fp32 gradients; Megatron-LM "
+              "accumulates and all-reduces gradients in fp32 by default (accumulate_allreduce_grads_in_fp32)"),
+    # --- Cost: spot interruptions, restarts, checkpoints (perfmodel.cost)
+    Parameter(
+        name="spot_interruptions_per_hour_aws", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,
+        unit="interruptions per instance-hour",
+        description="rate at which one AWS spot instance is interrupted",
+        source=f"assumption from {_AWS_ADVISOR}: the top bucket '>20 %' read as 0.20 interruptions "
+               "per instance-month (730 h) = 2.7e-4 per hour; large GPU types usually sit in that "
+               "bucket (not checked per type); a lower bound for them"),
+    Parameter(
+        name="spot_interruptions_per_hour_gcp", default=0.10 / 24.0, low=0.0, high=1.0,
+        unit="interruptions per instance-hour",
+        description="rate at which one GCP spot VM is preempted",
+        source="assumption: the mid-point of the 5-15 % per day historical preemption rate formerly "
+               "quoted in Google Compute Engine's preemptible VM documentation (not re-verified), "
+               "0.10 / 24 h = 4.2e-3 per hour"),
+    Parameter(
+        name="spot_interruptions_per_hour_azure", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,
+        unit="interruptions per instance-hour",
+        description="rate at which one Azure spot VM is evicted",
+        source="assumption: Azure shows spot eviction-rate buckets like AWS's (0-5 % ... 20 %+); "
+               "the top bucket read as 0.20 per instance-month as for AWS"),
+    Parameter(
+        name="spot_interruptions_per_hour_other", default=0.10 / 24.0, low=0.0, high=1.0,
+        unit="interruptions per instance-hour",
+        description="interruption rate of spot capacity from providers without their own default",
+        source="assumption: the most pessimistic of the provider defaults (GCP's 5-15 %/day mid-point)"),
+    Parameter(
+        name="spot_restart_time", default=600.0, low=0.0, high=7200.0, unit="s",
+        description="time from an interruption until training runs again (replacement capacity, "
+                    "container start, NCCL init, checkpoint load)",
+        source="assumption: 10 minutes; AWS gives a 2-minute notice and replacement GPU capacity plus "
+               "job start takes minutes; measure your own restart for real numbers"),
+    Parameter(
+        name="checkpoint_write_bandwidth_per_node", default=2e9, low=1e7, high=1e11, unit="B/s",
+        description="rate at which one node writes its share of a checkpoint when the scenario does "
+                    "not give run.checkpoint_write",
+        source="assumption: about one parallel-file-system / object-store client per node at 2 GB/s "
+               "(the scenario spec's example storage_bandwidth); set run.checkpoint_write for real numbers"),
+)
+
+PARAMETERS: dict[str, Parameter] = {parameter.name: parameter for parameter in _TABLE}

@@ -1,0 +1,30 @@
+"""The words a training plan is written in, defined once for every layer: training precisions,
+bytes per element, recomputation strategies and optimizers.
+
+The scenario schema, the op tables, the cost models and the plan arrays all read these tuples,
+so a new precision or strategy is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
+           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS"]
+
+TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
+# training whose weights, gradients and activations are all 32-bit
+MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
+FULL_PRECISIONS = ("fp32", "tf32")
+
+# Bytes of one GEMM input element in the precision's storage format.
+ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+# Bytes per activation/weight element as the training step moves and saves them.  FP8 training
+# keeps activations in 16-bit between GEMMs (Transformer Engine casts to FP8 only inside the
+# GEMM), so fp8 counts 2 bytes like fp16/bf16.
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+# FP8 GEMMs write their output in BF16 (cuBLASLt FP8 matmuls with a 16-bit D matrix).
+GEMM_OUTPUT_BYTES = {**ELEMENT_BYTES, "fp8": 2.0}
+
+# activation recomputation strategies (perfmodel.models.recompute); plan arrays carry their index
+RECOMPUTE_STRATEGIES = ("none", "selective", "full", "every_k", "sqrt")
+OPTIMIZERS = ("adam", "sgd")
