@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from perfmodel.cost import price_estimate
 from perfmodel.evaluate import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.plans import (as_arrays, check_plans, completions, pick_fastest_fitting, reasons_from_mask,
@@ -54,6 +55,9 @@ class Estimate(BaseModel):
         None, description="80 % prediction interval from the profile's cross-validated residuals: "
                           "step_time_low_s, step_time_high_s, samples_per_s_low, samples_per_s_high")
     assumptions: dict[str, Any] = Field(default_factory=dict)
+    cost: dict[str, Any] | None = Field(
+        None, description="price of the run per pricing when the hardware is a catalog instance "
+                          "(perfmodel.cost.price_run): USD per hour of the whole cluster, cost_usd, spot terms")
 
 
 def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0) -> str:
@@ -197,4 +201,5 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     if samples is not None:
         estimate.time_to_train_s = samples / value["samples_per_s"]
         estimate.gpu_hours = estimate.time_to_train_s * cluster.num_gpus / 3600.0
+    estimate.cost = price_estimate(estimate, workload, cluster, run, profile)
     return estimate
