@@ -305,7 +305,7 @@ def test_cli_json_csv_and_plot(stub, rank_cli, catalog, tmp_path, capsys, monkey
             "energy_kwh", "pareto", "tokens_per_dollar", "samples_per_dollar", "peak_tflops_per_dollar_hour",
             "gpu_hours"}
     assert keys <= set(data["rows"][0])
-    assert data["rows"][0]["plan"].startswith("tp8 ")
+    assert data["rows"][0]["plan"].startswith("TP8 PP")
     assert figure.stat().st_size > 0
     assert main(["rank", str(path), "--instances", "test/fast", "--nodes", "1,2", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
