@@ -22,7 +22,7 @@ Columns (one row per instance x nodes x pricing):
   ``cost_usd_at_2x_rate`` / ``cost_usd_at_5x_rate`` (spot cost at 2x and 5x the interruption
   rate), ``flags`` (warnings such as an implausible spot discount);
 * ``deadline_ratio`` / ``budget_ratio``: time / deadline and cost / budget (above 1 misses it);
-* ``price_usd_per_hour`` (whole cluster), ``cost_usd``, ``gpu_hours``;
+* ``price_usd_per_hour`` (whole cluster), ``price_as_of`` (the catalog snapshot), ``cost_usd``, ``gpu_hours``;
 * ``perf_per_dollar`` (achieved model TFLOP/s per $/hour), ``peak_tflops_per_dollar_hour`` (dense
   peak of all GPUs per $/hour, the datasheet figure), ``samples_per_dollar``, ``tokens_per_dollar``;
 * ``power_w`` (cluster IT power), ``flops_per_watt`` (achieved model FLOP/s per W of cluster IT
@@ -161,9 +161,13 @@ def _limit(value, parse, name: str) -> float | None:
 
 
 def _summarise(frame) -> str:
+    """Why a search found no plan: memory when some valid plan was evaluated (the other counts are
+    layouts the enumeration ruled out), else the commonest rule broken."""
     counts = frame.attrs.get("infeasible", {})
     if not counts:
         return "no feasible plan"
+    if "does not fit in GPU memory" in counts:
+        return f"no plan fits in GPU memory ({counts['does not fit in GPU memory']} valid plans tried)"
     top = sorted(counts.items(), key=lambda item: -item[1])[:3]
     return "no feasible plan: " + "; ".join(f"{reason} ({count} plans)" for reason, count in top)
 
@@ -251,7 +255,7 @@ COLUMNS = ["instance", "provider", "gpu", "nodes", "num_gpus", "pricing", "plan"
            "reasons", "flags", "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
            "gpu_utilization", "basis", "ideal_time_s", "time_to_train_s", "checkpoint_time_s",
            "interruptions_per_hour", "interruptions_source", "hold_probability", "spot_discount",
-           "price_usd_per_hour", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate", "deadline_ratio",
+           "price_usd_per_hour", "price_as_of", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate", "deadline_ratio",
            "budget_ratio", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour", "samples_per_dollar",
            "tokens_per_dollar", "power_w", "flops_per_watt", "energy_kwh", "co2_kg", "pareto"]
 
@@ -302,6 +306,7 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         best, reason = _best_plan(scenario, key, inst, count, catalog, profile, cache)
         base = {"instance": key, "provider": inst.provider, "gpu": gpu.name, "nodes": count,
                 "num_gpus": count * inst.gpus_per_node, "feasible": False, "reasons": reason,
+                "price_as_of": str(inst.price_as_of) if inst.price_as_of else None,
                 "basis": "run" if samples is not None else "step"}
         if best is not None:
             base.update(plan=plan_label(best), **{name: best[name] for name in PLAN_COLUMNS},
@@ -353,18 +358,26 @@ def _apply_limits(frame, deadline: float | None, budget: float | None) -> None:
 
 def answers(frame) -> list[tuple[str, int]]:
     """The decision in a few lines: (label, row index) for the cheapest feasible row, the fastest,
-    and the best performance per dollar (labels name the deadline / budget when given)."""
+    and the best performance per dollar (labels name the deadline / budget when given).  Rows with
+    a flag (an implausible spot price) are not chosen; when one would have won, it is added as
+    "cheapest if the flagged spot price holds"."""
     feasible = frame[frame["feasible"]]
     if not len(feasible):
         return []
     deadline, budget = frame.attrs.get("deadline_s"), frame.attrs.get("budget_usd")
-    within = " within " + " and ".join(
-        text for text in ((format_duration(deadline) if deadline else ""), (format_money(budget) if budget else ""))
-        if text) if (deadline or budget) else ""
-    chosen = [(f"cheapest{within}", feasible["cost_usd"].idxmin()),
-              (f"fastest{within}", feasible["time_to_train_s"].idxmin())]
-    if feasible["perf_per_dollar"].notna().any():
-        chosen.append(("best performance per dollar", feasible["perf_per_dollar"].idxmax()))
+    limits = [text for text in (format_duration(deadline) if deadline else "",
+                                format_money(budget, cents=False) if budget else "") if text]
+    within = f" within {' and '.join(limits)}" if limits else ""
+    trusted = feasible[feasible["flags"] == ""]
+    chosen = []
+    if len(trusted):
+        chosen += [(f"cheapest{within}", trusted["cost_usd"].idxmin()),
+                   (f"fastest{within}", trusted["time_to_train_s"].idxmin())]
+        if trusted["perf_per_dollar"].notna().any():
+            chosen.append(("best performance per dollar", trusted["perf_per_dollar"].idxmax()))
+    cheapest = feasible["cost_usd"].idxmin()
+    if not len(trusted) or feasible.loc[cheapest, "cost_usd"] < trusted["cost_usd"].min():
+        chosen.append((f"cheapest{within} if its flagged spot price holds", cheapest))
     return chosen
 
 

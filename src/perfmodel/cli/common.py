@@ -58,3 +58,9 @@ def profile_from(args):
 
     path = getattr(args, "calibration", None)
     return load_profile(path) if path else default_profile()
+
+
+# exit statuses shared by the subcommands
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
