@@ -56,8 +56,9 @@ SPOT_RATE_NOTES = {
 # reach "up to 90 %" only in marketing copy; sustained list snapshots of 82-89 % off for the newest
 # GPUs are more likely stale or zone outliers than prices a 64-node job will get.
 IMPLAUSIBLE_SPOT_DISCOUNT = 0.80
-# below this probability of holding the nodes at once, a spot cluster is not offered as an answer
-MIN_HOLD_PROBABILITY = 0.01
+# below this assumed probability of holding the nodes at once (N > 37 nodes with the default
+# spot_capacity_nodes), a spot cluster is not offered as an answer
+MIN_HOLD_PROBABILITY = 0.10
 
 register(
     Parameter(

@@ -218,7 +218,7 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
                             f"{costs.IMPLAUSIBLE_SPOT_DISCOUNT:.0%}): check it before relying on it")
         if terms["hold_probability"] < costs.MIN_HOLD_PROBABILITY:
             row["reasons"] = (f"spot: holding {nodes} {base['instance']} spot nodes at once is unlikely "
-                              f"(assumed probability {terms['hold_probability']:.1e}, parameter spot_capacity_nodes)")
+                              f"(assumed probability {terms['hold_probability']:.1e} < {costs.MIN_HOLD_PROBABILITY:.0%}, parameter spot_capacity_nodes)")
             return row
         if not np.isfinite(wall):
             row["reasons"] = (f"spot: {nodes} nodes at {rate:.3g} interruptions/h each are interrupted "

@@ -185,7 +185,7 @@ def _spot_notes(frame, shown, chosen) -> list[str]:
     lines = [
         f"Spot ({row['instance']} x {int(row['nodes'])}): ideal {format_duration(row['ideal_time_s'])}, expected "
         f"{format_duration(row['time_to_train_s'])} with checkpoints every Young-Daly interval "
-        f"({row['checkpoint_time_s']:.0f} s each), {row['interruptions_per_hour']:.1e} interruptions per node-hour "
+        f"({format_duration(row['checkpoint_time_s'])} each), {row['interruptions_per_hour']:.1e} interruptions per node-hour "
         f"({row['interruptions_source']}) and an assumed {row['hold_probability']:.0%} chance of holding "
         f"{int(row['nodes'])} spot nodes at once (ASSUMPTION, parameter spot_capacity_nodes).",
         f"If interruptions come 2x / 5x as often: {format_money(row['cost_usd_at_2x_rate'], cents=False)} / "
