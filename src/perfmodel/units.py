@@ -218,8 +218,8 @@ def format_duration(seconds: float) -> str:
 
 
 def format_money(usd: float, cents: bool | None = None) -> str:
-    """Dollars with thousands separators: ``'$196,300'``, ``'$2,690/h'``-ready ``'$2,690'``; cents
-    below $100 (``'$12.50'``) unless ``cents`` says otherwise; ``'-'`` for NaN."""
+    """Dollars with thousands separators, ``'$196,300'``; cents below $100 (``'$12.50'``) unless
+    ``cents`` says otherwise; ``'-'`` for NaN."""
     usd = float(usd)
     if math.isnan(usd):
         return "-"
