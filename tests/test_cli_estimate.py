@@ -171,7 +171,7 @@ def test_estimate_of_an_instance_prints_its_cost(capsys):
     spot = data["cost"]["spot"]
     assert spot["time_s"] >= spot["ideal_time_s"] == pytest.approx(data["time_to_train_s"])
     assert spot["cost_usd"] <= spot["cost_usd_at_2x_rate"] <= spot["cost_usd_at_5x_rate"]
-    assert "interruptions per node-hour" in out and "at 2x / 5x that rate" in out
+    assert "interruptions 1 per 3,650 h per node" in out and "at 2x / 5x that rate" in out
 
 
 def test_estimate_without_an_instance_has_no_cost(capsys):

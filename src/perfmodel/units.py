@@ -203,14 +203,14 @@ def parse_money(text: str | float | int, name: str = "amount") -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """A run length for people: ``'48.6 d'``, ``'36.0 h'``, ``'12 min'``, ``'45 s'`` (days from 2 days
-    up, hours from 2 hours up); ``'-'`` for NaN and ``'never'`` for infinity."""
+    """A run length for people: ``'48.6 d'``, ``'36.0 h'``, ``'12.0 min'``, ``'45 s'`` (days from 2
+    days up, hours from 1 hour up); ``'-'`` for NaN and ``'never'`` for infinity."""
     seconds = float(seconds)
     if math.isnan(seconds):
         return "-"
     if math.isinf(seconds):
         return "never"
-    for unit, scale, threshold in (("d", 86400.0, 2 * 86400.0), ("h", 3600.0, 2 * 3600.0),
+    for unit, scale, threshold in (("d", 86400.0, 2 * 86400.0), ("h", 3600.0, 3600.0),
                                    ("min", 60.0, 120.0)):
         if abs(seconds) >= threshold:
             return f"{seconds / scale:.1f} {unit}" if abs(seconds) < 1000 * scale else f"{seconds / scale:,.0f} {unit}"

@@ -121,9 +121,10 @@ def cost_lines(cost: dict | None) -> list[str]:
         expected = "never finishes" if entry["cost_usd"] is None else format_money(entry["cost_usd"], cents=False)
         lines.append(f"  {name:<10} {expected} expected  ({per_hour} for {format_duration(entry['time_s'])}; ideal "
                      f"{format_duration(entry['ideal_time_s'])})")
-        lines.append(f"             {entry['interruptions_per_hour']:.1e} interruptions per node-hour "
-                     f"({entry['rate_note']}); assumed {entry['hold_probability']:.0%} chance of holding "
-                     f"{cost['nodes']} spot node(s) at once")
+        rate = entry["interruptions_per_hour"]
+        every = f"1 per {1 / rate:,.0f} h" if rate > 0 else "none"
+        lines.append(f"             interruptions {every} per node ({entry['rate_note']}); assumed "
+                     f"{entry['hold_probability']:.0%} chance of holding {cost['nodes']} spot node(s) at once")
         at2, at5 = entry.get("cost_usd_at_2x_rate"), entry.get("cost_usd_at_5x_rate")
         lines.append(f"             at 2x / 5x that rate: {format_money(at2, cents=False) if at2 else 'never'} / "
                      f"{format_money(at5, cents=False) if at5 else 'never'}")

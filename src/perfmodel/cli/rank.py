@@ -114,7 +114,10 @@ def _energy(kwh) -> str:
 
 
 def _rate(value) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.1e}"
+    """An interruption rate per node-hour as '1 per 3,650 h' (no scientific notation)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return "none" if value <= 0 else f"1 per {1 / value:,.0f} h"
 
 
 # (header, row -> text, right-aligned); the default set fits 120 columns, --wide adds the rest
@@ -128,7 +131,7 @@ COLUMNS = {
     "per_hour": ("$/h cluster", lambda r: format_money(r["price_usd_per_hour"]), True),
     "perf": ("TFLOP/s per $/h", lambda r: _per_dollar(r["perf_per_dollar"]), True),
     "ideal": ("ideal time", lambda r: format_duration(r["ideal_time_s"]), True),
-    "rate": ("interrupts /node-h", lambda r: _rate(r["interruptions_per_hour"]), True),
+    "rate": ("interruptions per node", lambda r: _rate(r["interruptions_per_hour"]), True),
     "hold": ("P(hold nodes)", lambda r: _share(r["hold_probability"]), True),
     "discount": ("spot discount", lambda r: _share(r["spot_discount"]), True),
     "cost2x": ("cost @2x rate", lambda r: format_money(r["cost_usd_at_2x_rate"], cents=False), True),
@@ -185,7 +188,7 @@ def _spot_notes(frame, shown, chosen) -> list[str]:
     lines = [
         f"Spot ({row['instance']} x {int(row['nodes'])}): ideal {format_duration(row['ideal_time_s'])}, expected "
         f"{format_duration(row['time_to_train_s'])} with checkpoints every Young-Daly interval "
-        f"({format_duration(row['checkpoint_time_s'])} each), {row['interruptions_per_hour']:.1e} interruptions per node-hour "
+        f"({format_duration(row['checkpoint_time_s'])} each), interruptions {_rate(row['interruptions_per_hour'])} per node "
         f"({row['interruptions_source']}) and an assumed {row['hold_probability']:.0%} chance of holding "
         f"{int(row['nodes'])} spot nodes at once (ASSUMPTION, parameter spot_capacity_nodes).",
         f"If interruptions come 2x / 5x as often: {format_money(row['cost_usd_at_2x_rate'], cents=False)} / "
@@ -209,7 +212,7 @@ def _miss(row) -> str:
     for ratio, label in (("deadline_ratio", "time {:.2g}x the deadline"), ("budget_ratio", "cost {:.2g}x the budget")):
         value = row.get(ratio)
         if value is not None and math.isfinite(value) and value > 1:
-            parts.append(label.format(value))
+            parts.append(label.format(value) if value < 10 else label.replace("{:.2g}", f"{value:,.0f}"))
     return ", ".join(parts) or row["reasons"]
 
 
