@@ -492,3 +492,47 @@ def test_cli_nothing_feasible_exits_3_with_the_closest(stub, rank_cli, catalog, 
     assert max(map(len, out.splitlines())) <= 120
     assert main(["rank", str(path), "--instances", "test/tiny", "--max-nodes", "2", "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["feasible"] == 0
+
+
+# --- progress on stderr only on a terminal -------------------------------------------------------
+
+import io  # noqa: E402
+import time  # noqa: E402
+
+from perfmodel.cli.progress import progress, working  # noqa: E402
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_draws_on_a_terminal_and_passes_items_through():
+    stream = Terminal()
+    assert list(progress(range(5), "ranking", stream=stream)) == [0, 1, 2, 3, 4]
+    assert "ranking [" in stream.getvalue() and stream.getvalue().endswith("\r")
+
+
+def test_progress_is_silent_in_pipes_and_when_disabled():
+    pipe, terminal = io.StringIO(), Terminal()
+    assert list(progress(range(3), "ranking", stream=pipe)) == [0, 1, 2]
+    assert list(progress(range(3), "ranking", enabled=False, stream=terminal)) == [0, 1, 2]
+    assert pipe.getvalue() == "" and terminal.getvalue() == ""
+    with working("calibrating", stream=pipe):
+        time.sleep(0.01)
+    assert pipe.getvalue() == ""
+
+
+def test_working_shows_elapsed_time_on_a_terminal():
+    stream = Terminal()
+    with working("calibrating", stream=stream):
+        time.sleep(1.3)
+    assert "calibrating ... 1 s" in stream.getvalue()
+
+
+def test_cli_rank_in_a_pipe_writes_nothing_to_stderr(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    assert main(["rank", str(path), "--instances", "test/fast", "--max-nodes", "4"]) == 0
+    assert capsys.readouterr().err == ""

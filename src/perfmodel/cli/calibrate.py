@@ -24,14 +24,17 @@ def run(args) -> int:
     from perfmodel.calibration.intervals import interval_table
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
+    from perfmodel.cli.progress import working
 
     catalog = catalog_from(args)
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
     params = [p.strip() for p in args.params.split(",")] if args.params else None
-    profile = calibrate(measurements, params=params, catalog=catalog)
+    with working("calibrating", enabled=not args.json):
+        profile = calibrate(measurements, params=params, catalog=catalog)
     cv_summary = None
     if args.cv:
-        held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
+        with working(f"{args.cv}-fold cross-validation", enabled=not args.json):
+            held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
         profile = profile.model_copy(update={"interval": interval_table(held_out, catalog)})
         profile.provenance["cross_validation"] = {"folds": args.cv, "seed": args.seed,

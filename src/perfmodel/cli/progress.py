@@ -32,3 +32,36 @@ def progress(items, label: str, enabled: bool = True, stream=None):
     finally:
         stream.write("\r" + " " * (len(label) + width + 20) + "\r")
         stream.flush()
+
+
+class working:
+    """``with working("calibrating", enabled=not args.json): ...`` shows ``calibrating ... 12 s`` on
+    stderr, updated every second from a background thread, while a call with no steps to count runs
+    (a fit, a validation); erased at the end.  Nothing at all when disabled or not on a terminal."""
+
+    def __init__(self, label: str, enabled: bool = True, stream=None):
+        self.label, self.stream = label, stream or sys.stderr
+        self.enabled = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._thread = None
+
+    def __enter__(self):
+        if self.enabled:
+            import threading
+
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def _tick(self) -> None:
+        start = time.monotonic()
+        while not self._stop.wait(1.0):
+            self.stream.write(f"\r{self.label} ... {time.monotonic() - start:.0f} s")
+            self.stream.flush()
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self.stream.write("\r" + " " * (len(self.label) + 20) + "\r")
+            self.stream.flush()
