@@ -396,8 +396,9 @@ def test_closest_orders_by_how_far_they_miss(stub, catalog):
 
 
 def test_answers_pick_the_cheapest_fastest_and_best_value_among_trusted_rows(stub, catalog):
-    frame = rank(scenario(checkpoint_write="60 s"), catalog, PROFILE, instances=["test/fast", "test/cheap", "test/deal"],
-                 max_nodes=8, pricing=["on_demand", "spot"], deadline="30d")
+    frame = rank(scenario(checkpoint_write="60 s"), catalog, PROFILE,
+                 instances=["test/fast", "test/cheap", "test/deal"], max_nodes=8, pricing=["on_demand", "spot"],
+                 deadline="30d")
     chosen = dict(answers(frame))
     trusted = frame[frame["feasible"] & (frame["flags"] == "")]
     assert chosen["cheapest within 30.0 d"] == trusted["cost_usd"].idxmin()

@@ -47,7 +47,8 @@ def most_frugal(scenario: Scenario | str | dict, catalog=None, profile=None) -> 
     best = None
     for tp in tps:
         pps = [plan.pp] if plan.pp else (
-            [p for p in range(1, cluster.num_gpus // tp + 1) if workload.layers % p == 0 and (cluster.num_gpus // tp) % p == 0]
+            [p for p in range(1, cluster.num_gpus // tp + 1)
+             if workload.layers % p == 0 and (cluster.num_gpus // tp) % p == 0]
             if transformer else [1])
         for pp in pps:
             fields = {"tp": tp, "pp": pp, "cp": plan.cp or 1, "vp": plan.vp or 1,

@@ -218,7 +218,8 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
                             f"{costs.IMPLAUSIBLE_SPOT_DISCOUNT:.0%}): check it before relying on it")
         if terms["hold_probability"] < costs.MIN_HOLD_PROBABILITY:
             row["reasons"] = (f"spot: holding {nodes} {base['instance']} spot nodes at once is unlikely "
-                              f"(assumed probability {terms['hold_probability']:.1e} < {costs.MIN_HOLD_PROBABILITY:.0%}, parameter spot_capacity_nodes)")
+                              f"(assumed probability {terms['hold_probability']:.1e} < "
+                              f"{costs.MIN_HOLD_PROBABILITY:.0%}, parameter spot_capacity_nodes)")
             return row
         if not np.isfinite(wall):
             row["reasons"] = (f"spot: {nodes} nodes at {rate:.3g} interruptions/h each are interrupted "
@@ -255,9 +256,9 @@ COLUMNS = ["instance", "provider", "gpu", "nodes", "num_gpus", "pricing", "plan"
            "reasons", "flags", "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
            "gpu_utilization", "basis", "ideal_time_s", "time_to_train_s", "checkpoint_time_s",
            "interruptions_per_hour", "interruptions_source", "hold_probability", "spot_discount",
-           "price_usd_per_hour", "price_as_of", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate", "deadline_ratio",
-           "budget_ratio", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour", "samples_per_dollar",
-           "tokens_per_dollar", "power_w", "flops_per_watt", "energy_kwh", "co2_kg", "pareto"]
+           "price_usd_per_hour", "price_as_of", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate",
+           "deadline_ratio", "budget_ratio", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour",
+           "samples_per_dollar", "tokens_per_dollar", "power_w", "flops_per_watt", "energy_kwh", "co2_kg", "pareto"]
 
 
 def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,

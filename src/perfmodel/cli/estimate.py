@@ -13,7 +13,8 @@ from perfmodel.units import format_duration, format_money, format_quantity
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("estimate", help="step time, breakdown, memory, time and cost to train of a scenario")
+    parser = subparsers.add_parser("estimate",
+                                   help="step time, breakdown, memory, time and cost to train of a scenario")
     parser.add_argument("scenario", help="scenario file (YAML or JSON)")
     parser.add_argument("--json", action="store_true", help="print the Estimate as JSON (SI units)")
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
@@ -62,7 +63,8 @@ def plan_text(plan: dict) -> str:
 def _memory_line(memory: dict) -> str:
     parts = [f"{name} {format_quantity(memory[name], 'bytes', 3)}" for name in
              ("weights", "gradients", "optimizer", "activations") if memory.get(name)]
-    return (f"{format_quantity(memory['total'], 'bytes', 3)} per GPU of {format_quantity(memory['capacity'], 'bytes', 3)}"
+    return (f"{format_quantity(memory['total'], 'bytes', 3)} per GPU of "
+            f"{format_quantity(memory['capacity'], 'bytes', 3)}"
             f" ({', '.join(parts)})")
 
 
@@ -129,7 +131,8 @@ def cost_lines(cost: dict | None) -> list[str]:
         lines.append(f"             at 2x / 5x that rate: {format_money(at2, cents=False) if at2 else 'never'} / "
                      f"{format_money(at5, cents=False) if at5 else 'never'}")
         if entry.get("discount_implausible"):
-            lines.append("             ! a spot discount this deep is implausible: check the price before relying on it")
+            lines.append("             ! a spot discount this deep is implausible: check the price before "
+                         "relying on it")
     return lines
 
 

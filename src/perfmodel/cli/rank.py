@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="every column in SI units, as JSON")
     output.add_argument("--csv", action="store_true", help="every column in SI units, as CSV")
-    parser.add_argument("-o", "--output", metavar="FIGURE", help="write the time-vs-cost Pareto plot (.png, .svg, .pdf)")
+    parser.add_argument("-o", "--output", metavar="FIGURE",
+                        help="write the time-vs-cost Pareto plot (.png, .svg, .pdf)")
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
     parser.set_defaults(func=run)
 
@@ -188,7 +189,8 @@ def _spot_notes(frame, shown, chosen) -> list[str]:
     lines = [
         f"Spot ({row['instance']} x {int(row['nodes'])}): ideal {format_duration(row['ideal_time_s'])}, expected "
         f"{format_duration(row['time_to_train_s'])} with checkpoints every Young-Daly interval "
-        f"({format_duration(row['checkpoint_time_s'])} each), interruptions {_rate(row['interruptions_per_hour'])} per node "
+        f"({format_duration(row['checkpoint_time_s'])} each), interruptions "
+        f"{_rate(row['interruptions_per_hour'])} per node "
         f"({row['interruptions_source']}) and an assumed {row['hold_probability']:.0%} chance of holding "
         f"{int(row['nodes'])} spot nodes at once (ASSUMPTION, parameter spot_capacity_nodes).",
         f"If interruptions come 2x / 5x as often: {format_money(row['cost_usd_at_2x_rate'], cents=False)} / "
@@ -289,7 +291,8 @@ def run(args) -> int:
         for line in _wrap(f"By {args.objective.replace('_', ' ')}; time = expected wall time; cost = whole cluster "
                           "(! = flagged price, see below); front * = no option both faster and cheaper:"):
             print(line)
-        names = [("plan_or_reason" if name == "plan" and args.all else name) for name in (WIDE if args.wide else DEFAULT)]
+        names = [("plan_or_reason" if name == "plan" and args.all else name)
+                 for name in (WIDE if args.wide else DEFAULT)]
         for line in format_table(shown.to_dict(orient="records"), names, None if args.wide else WIDTH):
             print(line)
         if args.all and len(feasible):

@@ -60,7 +60,8 @@ def estimate_title(item: dict, what: str) -> str:
         layout = f"{plan.get('precision', '')} {plan_label(plan)}".strip()
     except (KeyError, TypeError, ValueError):
         layout = plan.get("precision", "")
-    return f"{what}\n{item.get('workload', '?')} on {hardware.get('num_gpus', '?')} x {hardware.get('gpu', '?')}, {layout}"
+    gpus = f"{hardware.get('num_gpus', '?')} x {hardware.get('gpu', '?')}"
+    return f"{what}\n{item.get('workload', '?')} on {gpus}, {layout}"
 
 
 def label_points(ax, points, fontsize: int = 7, min_gap: tuple[float, float] = (0.12, 0.05)) -> int:
