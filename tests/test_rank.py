@@ -489,7 +489,7 @@ def test_cli_nothing_feasible_exits_3_with_the_closest(stub, rank_cli, catalog, 
     assert "No candidate is feasible within the deadline 1.0 h and the budget $10.00" in out
     first = out.splitlines()[2].strip()
     assert "exceeds the deadline" in first or "exceeds the budget" in first
-    assert "Closest candidates:" in out and "x the deadline" in out and "x the budget" in out
+    assert "Closest candidates:" in out and "late (" in out and "x the deadline)" in out and "over budget (" in out
     assert max(map(len, out.splitlines())) <= 120
     assert main(["rank", str(path), "--instances", "test/tiny", "--max-nodes", "2", "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["feasible"] == 0

@@ -172,8 +172,9 @@ def format_table(rows: list[dict], names: list[str], width: int | None = WIDTH) 
 
 
 def _describe(row) -> str:
+    flagged = " [flagged spot price]" if row.get("flags") else ""
     return (f"{row['instance']} x {int(row['nodes'])} ({int(row['num_gpus'])} {row['gpu']}), "
-            f"{_pricing_name(row['pricing'])}: {format_duration(row['time_to_train_s'])}, "
+            f"{_pricing_name(row['pricing'])}{flagged}: {format_duration(row['time_to_train_s'])}, "
             f"{format_money(row['cost_usd'], cents=False)} ({row['plan']})")
 
 
@@ -208,13 +209,20 @@ def _wrap(text: str, indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
 
 
-def _miss(row) -> str:
-    """How far an infeasible row misses: time and dollars against the deadline and budget."""
+def _times(ratio: float) -> str:
+    return f"{ratio:.2g}x" if ratio < 10 else f"{ratio:,.0f}x"
+
+
+def _miss(row, frame) -> str:
+    """How far an infeasible row misses: time late and dollars over, against the deadline and budget."""
     parts = []
-    for ratio, label in (("deadline_ratio", "time {:.2g}x the deadline"), ("budget_ratio", "cost {:.2g}x the budget")):
-        value = row.get(ratio)
-        if value is not None and math.isfinite(value) and value > 1:
-            parts.append(label.format(value) if value < 10 else label.replace("{:.2g}", f"{value:,.0f}"))
+    deadline, budget = frame.attrs.get("deadline_s"), frame.attrs.get("budget_usd")
+    ratio = row.get("deadline_ratio")
+    if deadline and ratio is not None and math.isfinite(ratio) and ratio > 1:
+        parts.append(f"{format_duration(row['time_to_train_s'] - deadline)} late ({_times(ratio)} the deadline)")
+    ratio = row.get("budget_ratio")
+    if budget and ratio is not None and math.isfinite(ratio) and ratio > 1:
+        parts.append(f"{format_money(row['cost_usd'] - budget, cents=False)} over budget ({_times(ratio)})")
     return ", ".join(parts) or row["reasons"]
 
 
@@ -241,7 +249,7 @@ def _print_infeasible(frame) -> None:
     if len(near):
         print("Closest candidates:")
         for _, row in near.iterrows():
-            for line in _wrap(f"  {_describe(row)}; misses: {_miss(row)}", " " * 4):
+            for line in _wrap(f"  {_describe(row)}; misses: {_miss(row, frame)}", " " * 4):
                 print(line)
 
 
