@@ -7,6 +7,8 @@ most memory-frugal plan and the smallest change that fits (:mod:`perfmodel.advic
 
 from __future__ import annotations
 
+import textwrap
+
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
 from perfmodel.estimate import estimate
 from perfmodel.units import format_duration, format_money, format_quantity
@@ -139,7 +141,7 @@ def cost_lines(cost: dict | None) -> list[str]:
 def _print_infeasible(result, advice: dict) -> None:
     print("DOES NOT FIT" if result.memory else "NOT A VALID PLAN")
     for reason in result.reasons[:3]:
-        print(f"  - {reason}")
+        print("\n".join(textwrap.wrap(f"  - {reason}", 120, subsequent_indent="    ")))
     frugal = advice.get("most_frugal")
     if frugal and frugal.get("memory"):
         verdict = "fits" if frugal["memory"]["fits"] else "still does not fit"
@@ -147,7 +149,7 @@ def _print_infeasible(result, advice: dict) -> None:
         print(f"  needs {_memory_line(frugal['memory'])}: {verdict}")
     change = advice.get("smallest_change")
     if change:
-        print(f"smallest change that fits: {change['text']}")
+        print("\n".join(textwrap.wrap(f"smallest change that fits: {change['text']}", 120, subsequent_indent="  ")))
     else:
         print("no change tried fits (recompute, ZeRO, layout, up to 64x the GPUs)")
     if result.cost:

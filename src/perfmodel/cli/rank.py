@@ -231,7 +231,8 @@ def _reason_counts(frame):
     reasons = frame.loc[~frame["feasible"], "reasons"]
     return (reasons.str.replace(r"time to train [^;]* exceeds", "time to train exceeds", regex=True)
             .str.replace(r"cost \$[\d,]+ exceeds", "cost exceeds", regex=True)
-            .str.replace(r"^[\w.-]+/[\w.-]+ has", "the instance has", regex=True).value_counts())
+            .str.replace(r"^[\w.-]+/[\w.-]+ has", "the instance has", regex=True)
+            .str.replace(r" \(\d+ valid plans tried\)", "", regex=True).value_counts())
 
 
 def _print_infeasible(frame) -> None:
