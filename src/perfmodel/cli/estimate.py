@@ -76,7 +76,7 @@ def print_estimate(result, advice: dict | None = None) -> None:
           + (f", {hw['instance']}" if hw.get("instance") else "") + ")")
     print(f"plan{'' if result.feasible else ' tried'}: {plan_text(result.plan)}")
     chosen = result.assumptions.get("chosen_by_search") or result.assumptions.get("chosen_by_estimator")
-    if chosen:
+    if chosen and result.feasible:
         print("      (not fixed by the scenario, chosen as the fastest that fits: " + ", ".join(chosen) + ")")
     if not result.feasible:
         _print_infeasible(result, advice or {})
