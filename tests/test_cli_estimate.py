@@ -217,3 +217,19 @@ def test_a_fixed_memory_setting_that_does_not_fit_gets_recompute_or_zero_advice(
     scenario["plan"].update(recompute=change["plan"]["recompute"], zero=change["plan"]["zero"])
     code, out, _ = run(capsys, "estimate", write(tmp_path, scenario, "fixed.yaml"), "--json")
     assert code == 0 and json.loads(out)["feasible"] is True
+
+
+def test_most_frugal_plan_needs_no_more_memory_than_other_valid_plans():
+    from perfmodel.advice import most_frugal
+    from perfmodel.estimate import estimate
+
+    scenario = {"workload": {"model": "gpt3-175b"},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
+                "plan": {"precision": "bf16", "global_batch": 8}}
+    frugal = most_frugal(scenario)
+    assert frugal.plan["recompute"] == "full" and frugal.plan["micro_batch"] == 1
+    for layout in ({"tp": 8, "pp": 1, "zero": 1}, {"tp": 4, "pp": 2, "zero": 1}, {"tp": 1, "pp": 8, "zero": 0},
+                   {"tp": 2, "pp": 4, "recompute": "selective", "zero": 1}):
+        plan = {"precision": "bf16", "global_batch": 8, "micro_batch": 1, "recompute": "full", **layout}
+        other = estimate({**scenario, "plan": plan})
+        assert frugal.memory["total"] <= other.memory["total"] * (1 + 1e-12), layout
