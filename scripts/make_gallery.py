@@ -38,7 +38,7 @@ def figures():
 
     gpu = catalog.gpu("H100-SXM5-80GB")
     points = roofline_points(get_workload("gpt3-1.3b"), gpu, "bf16", default_profile(), 4)
-    yield "roofline", plots.roofline(gpu, points, ["fp8", "bf16", "fp32"])
+    yield "roofline", plots.roofline(gpu, points, ["fp8", "bf16", "fp32"], workload="gpt3-1.3b")
 
     vit = {"workload": {"model": "vit-b16"}, "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8,
            "gpus_per_node": 8, "intra": "nvlink3", "inter": "4 x ib-hdr"},
@@ -59,7 +59,7 @@ def figures():
                    nodes=[1, 2, 4, 8], pricing=["on_demand", "spot"])
     yield "pareto", plots.pareto(ranking)
 
-    yield "predicted_vs_measured", plots.predicted_vs_measured(validate(shipped_measurements(), catalog))
+    yield "prediction_error", plots.prediction_error(validate(shipped_measurements(), catalog))
 
 
 def main(out: Path = ROOT / "docs" / "gallery") -> int:

@@ -1,5 +1,6 @@
 """`perfmodel estimate|search|scaling|memory`: JSON keys per issue 6, human output with shares,
-infeasible scenarios exit 0, malformed ones exit 2 naming the field."""
+infeasible scenarios exit 3 with advice, malformed ones exit 2 naming the field; runs on a catalog
+instance are priced."""
 
 import json
 from pathlib import Path
@@ -61,11 +62,11 @@ def test_infeasible_estimate_is_an_answer(capsys, tmp_path):
                             "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 4, "gpus_per_node": 4,
                                          "intra": "nvlink3"}})
     code, out, err = run(capsys, "estimate", path, "--json")
-    assert code == 0 and err == ""
+    assert code == 3 and err == ""
     data = json.loads(out)
     assert data["feasible"] is False and data["reasons"]
     code, out, _ = run(capsys, "estimate", path)
-    assert code == 0 and "INFEASIBLE" in out
+    assert code == 3 and "DOES NOT FIT" in out
 
 
 def test_invalid_plan_is_an_answer_with_the_reason(capsys, tmp_path):
@@ -73,7 +74,7 @@ def test_invalid_plan_is_an_answer_with_the_reason(capsys, tmp_path):
     scenario["plan"].update(tp=5, pp=1)
     code, out, _ = run(capsys, "estimate", write(tmp_path, scenario), "--json")
     data = json.loads(out)
-    assert code == 0 and data["feasible"] is False and data["step_time_s"] is None
+    assert code == 3 and data["feasible"] is False and data["step_time_s"] is None
     assert "tp does not divide the attention heads" in data["reasons"]
 
 
@@ -157,3 +158,78 @@ def test_memory_json_infeasible(capsys, tmp_path):
     code, out, _ = run(capsys, "memory", path, "--json")
     data = json.loads(out)
     assert code == 3 and data["fits"] is False and data["headroom"] < 0 and data["reasons"]
+
+
+def test_estimate_of_an_instance_prints_its_cost(capsys):
+    code, out, _ = run(capsys, "estimate", EXAMPLE["llama2-7b-p5"])
+    data = json.loads(run(capsys, "estimate", EXAMPLE["llama2-7b-p5"], "--json")[1])
+    assert code == 0
+    on_demand = data["cost"]["on_demand"]
+    # one p5.48xlarge node at the catalog's on-demand price, for the whole time to train
+    assert on_demand["cost_usd"] == pytest.approx(data["time_to_train_s"] / 3600 * 55.04)
+    assert f"${on_demand['cost_usd']:,.0f}" in out
+    spot = data["cost"]["spot"]
+    assert spot["time_s"] >= spot["ideal_time_s"] == pytest.approx(data["time_to_train_s"])
+    assert spot["cost_usd"] <= spot["cost_usd_at_2x_rate"] <= spot["cost_usd_at_5x_rate"]
+    assert "interruptions 1 per 3,650 h per node" in out and "at 2x / 5x that rate" in out
+
+
+def test_estimate_without_an_instance_has_no_cost(capsys):
+    data = json.loads(run(capsys, "estimate", EXAMPLE["gpt3-175b-1024xa100"], "--json")[1])
+    assert data["cost"] is None
+
+
+LLAMA_70B_ON_8_A100 = {"workload": {"model": "llama2-70b"},
+                       "hardware": {"instance": "aws/p4de.24xlarge", "nodes": 1},
+                       "plan": {"precision": "bf16", "global_batch": 512}, "run": {"train_tokens": 2e12}}
+
+
+def test_llama2_70b_on_8_a100_exits_3_with_no_times_and_a_change_that_fits(capsys, tmp_path):
+    path = write(tmp_path, LLAMA_70B_ON_8_A100)
+    code, out, _ = run(capsys, "estimate", path)
+    assert code == 3
+    assert "step time" not in out and "time to train" not in out and "MFU" not in out
+    assert "DOES NOT FIT" in out and "most memory-frugal plan" in out and "smallest change that fits" in out
+    code, out, _ = run(capsys, "estimate", path, "--json")
+    advice = json.loads(out)["advice"]
+    frugal = advice["most_frugal"]
+    # the frugal plan fully recomputes and needs no more memory than the plan that was tried
+    assert frugal["plan"]["recompute"] == "full"
+    assert frugal["memory"]["total"] <= json.loads(out)["memory"]["total"]
+    change = advice["smallest_change"]
+    assert change["num_gpus"] > 8
+    # the suggested change really fits: estimate it
+    fixed = dict(LLAMA_70B_ON_8_A100, hardware={"instance": "aws/p4de.24xlarge", "nodes": change["nodes"]},
+                 plan={"precision": "bf16", **change["plan"]})
+    code, out, _ = run(capsys, "estimate", write(tmp_path, fixed, "fixed.yaml"), "--json")
+    assert code == 0 and json.loads(out)["feasible"] is True
+
+
+def test_a_fixed_memory_setting_that_does_not_fit_gets_recompute_or_zero_advice(capsys, tmp_path):
+    scenario = {"workload": {"model": "llama2-7b"}, "hardware": {"instance": "aws/p4de.24xlarge", "nodes": 1},
+                "plan": {"precision": "bf16", "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 64,
+                         "recompute": "none", "zero": 0}}
+    code, out, _ = run(capsys, "estimate", write(tmp_path, scenario), "--json")
+    assert code == 3
+    change = json.loads(out)["advice"]["smallest_change"]
+    assert change["num_gpus"] is None and change["text"].startswith("use ")
+    assert (change["plan"]["recompute"], change["plan"]["zero"]) != ("none", 0)
+    scenario["plan"].update(recompute=change["plan"]["recompute"], zero=change["plan"]["zero"])
+    code, out, _ = run(capsys, "estimate", write(tmp_path, scenario, "fixed.yaml"), "--json")
+    assert code == 0 and json.loads(out)["feasible"] is True
+
+
+def test_most_frugal_plan_needs_no_more_memory_than_other_valid_plans():
+    from perfmodel.advice import most_frugal
+    from perfmodel import estimate
+
+    scenario = {"workload": {"model": "gpt3-175b"},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
+                "plan": {"precision": "bf16", "global_batch": 8}}
+    frugal = most_frugal(scenario)
+    assert frugal.plan["recompute"] == "full" and frugal.plan["micro_batch"] == 1
+    for layout in ({"tp": 8, "pp": 1, "zero": 1}, {"tp": 4, "pp": 2, "zero": 1}, {"tp": 1, "pp": 8, "zero": 0},
+                   {"tp": 2, "pp": 4, "recompute": "selective", "zero": 1}):
+        plan = {"precision": "bf16", "global_batch": 8, "micro_batch": 1, "recompute": "full", **layout}
+        other = estimate({**scenario, "plan": plan})
+        assert frugal.memory["total"] <= other.memory["total"] * (1 + 1e-12), layout

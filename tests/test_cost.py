@@ -194,3 +194,74 @@ def test_power_and_cost_parameters_say_where_they_come_from():
         assert len(parameter.source) > 30, name
         assert parameter.low <= parameter.default <= parameter.high
     assert PARAMETERS["pue"].default == pytest.approx(1.1)
+
+
+# --- spot you can defend: hold probability, per-GPU rates, discounts, pricing a run -----------------
+
+def test_hold_probability_is_one_for_one_node_and_falls_with_every_node():
+    nodes = np.arange(1, 257)
+    hold = cost.spot_hold_probability(nodes, 16.0)
+    assert hold[0] == 1.0
+    assert np.all(np.diff(hold) < 0) and np.all(hold > 0)
+    assert hold[15] == pytest.approx(math.exp(-15 / 16))
+
+
+@given(times.filter(lambda t: t > 1.0), counts, st.floats(1e-6, 0.01), seconds, seconds,
+       st.floats(0.05, 1.0), st.floats(0.05, 1.0))
+def test_a_lower_hold_probability_never_finishes_sooner(time_s, nodes, rate, checkpoint, restart, p, q):
+    low, high = min(p, q), max(p, q)
+    slow = cost.spot_expected(time_s, nodes, rate, checkpoint, restart, low)
+    fast = cost.spot_expected(time_s, nodes, rate, checkpoint, restart, high)
+    assert slow >= fast * (1 - 1e-12)
+
+
+def test_hold_probability_must_be_a_probability():
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="hold_probability"):
+            cost.spot_expected(100.0, 2, 0.01, 10.0, 60.0, bad)
+
+
+def test_aws_spot_rate_depends_on_the_gpu_architecture():
+    from perfmodel.profile import CalibrationProfile
+
+    profile = CalibrationProfile()
+    name = cost.spot_rate_parameter("aws")
+    # Spot Instance Advisor bands (2025-05-01): A100 5-10 %, H100 10-20 %, L4 <5 % per month; top of each band
+    assert profile.get(name, "Ampere") == pytest.approx(0.10 / 730)
+    assert profile.get(name, "Hopper") == pytest.approx(0.20 / 730)
+    assert profile.get(name, "Ada") == pytest.approx(0.05 / 730)
+    assert "2025-05-01" in cost.spot_rate_note("aws", "Hopper")
+    assert cost.spot_rate_note("aws", "Blackwell").startswith("ASSUMPTION")
+    assert cost.spot_rate_note("lambda", None).startswith("ASSUMPTION")
+
+
+def test_spot_discount_and_the_implausible_flag():
+    from perfmodel import load_catalog
+    from perfmodel.profile import CalibrationProfile
+
+    assert cost.spot_discount(10.0, 2.5) == pytest.approx(0.75)
+    run = cost.price_run(86400.0, load_catalog().instance("aws/p6-b200.48xlarge"), "Blackwell", 4, 60.0,
+                         CalibrationProfile())
+    assert run["spot"]["discount"] > cost.IMPLAUSIBLE_SPOT_DISCOUNT and run["spot"]["discount_implausible"]
+
+
+def test_price_run_prices_each_pricing_the_catalog_has():
+    from perfmodel import load_catalog
+    from perfmodel.profile import CalibrationProfile
+
+    instance = load_catalog().instance("aws/p5.48xlarge")
+    run = cost.price_run(10 * 86400.0, instance, "Hopper", 4, 120.0, CalibrationProfile())
+    assert "reserved_1y" not in run  # the catalog has no reserved prices
+    on_demand, spot = run["on_demand"], run["spot"]
+    assert on_demand["cost_usd"] == pytest.approx(10 * 24 * instance.price_on_demand_usd_per_hour * 4)
+    assert on_demand["price_usd_per_hour"] == pytest.approx(4 * instance.price_on_demand_usd_per_hour)
+    assert spot["ideal_time_s"] <= spot["time_s"] <= spot["time_s_at_2x_rate"] <= spot["time_s_at_5x_rate"]
+    assert spot["cost_usd"] == pytest.approx(spot["time_s"] / 3600 * instance.price_usd_per_hour("spot") * 4)
+    assert spot["hold_probability"] == pytest.approx(math.exp(-3 / 16))
+    per_hour_only = cost.price_run(None, instance, "Hopper", 4, 120.0, CalibrationProfile())
+    assert per_hour_only["on_demand"]["cost_usd"] is None and "time_s_at_2x_rate" not in per_hour_only["spot"]
+
+
+def test_spot_assumption_parameters_say_they_are_assumptions():
+    assert PARAMETERS["spot_capacity_nodes"].source.startswith("ASSUMPTION")
+    assert "2025-05-01" in PARAMETERS["spot_interruptions_per_hour_aws"].source

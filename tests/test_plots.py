@@ -54,9 +54,16 @@ def test_breakdown_bars_add_up_to_the_step_time(feasible):
     fig = plots.breakdown(feasible)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
-    assert labelled(ax) and "(s)" in ax.get_ylabel()
+    assert labelled(ax)
+    unit = re.search(r"\((ms|s)\)", ax.get_ylabel()).group(1)
+    per_second = {"ms": 1e3, "s": 1.0}[unit]
+    assert (unit == "ms") == (feasible.step_time_s < 1.0)
     heights = [patch.get_height() for patch in ax.patches]
-    assert sum(heights) == pytest.approx(feasible.step_time_s, rel=1e-9)
+    assert sum(heights) == pytest.approx(feasible.step_time_s * per_second, rel=1e-9)
+    # the bar's label is in the axis's unit, and the title names model, GPUs and plan
+    assert any(t.get_text().startswith(f"{feasible.step_time_s * per_second:.3g} {unit}") for t in ax.texts)
+    title = ax.get_title()
+    assert "resnet50" in title and "8 x A100-SXM4-80GB" in title and "DP8" in title
     drawn = {text.get_text() for text in ax.get_legend().get_texts()}
     nonzero = {name.replace("_", " ") for name, s in feasible.breakdown_s.items() if s > 0}
     assert drawn == nonzero
@@ -88,6 +95,16 @@ def test_memory_bars_are_the_components_in_gb_with_the_capacity_line(feasible, t
     capacity = ax.collections[0].get_segments()[0][0][1]
     assert capacity == pytest.approx(feasible.memory["capacity"] / 1e9)
     assert any("short" in t.get_text() for t in ax.texts)  # 175B on 4 GPUs does not fit
+    drawn = {text.get_text() for text in ax.get_legend().get_texts()}
+    assert not any("share" in name for name in drawn)  # only byte components are stacked
+    # the feasible bar's total is written at its own top, not on the capacity line
+    label = next(t for t in ax.texts if t.get_text() == f"{feasible.memory['total'] / 1e9:.1f} GB")
+    assert label.xy[1] == pytest.approx(feasible.memory["total"] / 1e9)
+
+
+def test_memory_of_one_estimate_is_titled_with_model_gpus_and_plan(too_big):
+    title = plots.memory(too_big).axes[0].get_title()
+    assert "gpt3-175b" in title and "4 x A100-SXM4-40GB" in title and "TP4" in title
 
 
 def test_memory_refuses_an_estimate_without_memory():
@@ -118,26 +135,60 @@ def test_scaling_plot_names_missing_columns():
         plots.scaling_plot(pd.DataFrame({"num_gpus": [1], "speedup": [1.0]}))
 
 
-def test_predicted_vs_measured_on_the_shipped_measurements():
+def test_prediction_error_on_the_shipped_measurements():
     from perfmodel.calibration.measurements import shipped_measurements
     from perfmodel.calibration.validate import validate
 
     frame = validate(shipped_measurements())
-    fig = plots.predicted_vs_measured(frame)
-    ax = fig.axes[0]
-    assert labelled(ax) and ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    diagonal = [line for line in ax.lines if line.get_label() == "y = x"][0]
-    assert np.allclose(diagonal.get_xdata(), diagonal.get_ydata())
-    predicted = frame["predicted"].notna().sum()
-    assert sum(len(c.get_offsets()) for c in ax.collections[:-1]) == predicted
-    gpus = set(frame.loc[frame["predicted"].notna(), "gpu"])
-    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
-    assert all(gpu in legend for gpu in gpus)
+    fig = plots.prediction_error(frame)
+    ratio_ax, cdf_ax = fig.axes[:2]
+    assert ratio_ax.get_yscale() == "log" and "predicted / measured" in ratio_ax.get_ylabel()
+    predicted = frame[frame["predicted"].notna() & (frame["predicted"] > 0) & (frame["measured"] > 0)]
+    ratios = np.concatenate([np.asarray(c.get_offsets())[:, 1] for c in ratio_ax.collections if len(c.get_offsets())])
+    assert len(ratios) == len(predicted)
+    assert np.sort(ratios) == pytest.approx(np.sort((predicted["predicted"] / predicted["measured"]).to_numpy()))
+    # one CDF per kind, ending at 100 %, its median in the legend
+    kinds = sorted(predicted["kind"].unique())
+    assert len(cdf_ax.lines) == len(kinds)
+    for line, kind in zip(cdf_ax.lines, kinds):
+        assert line.get_ydata()[-1] == pytest.approx(100.0)
+        median = 100 * predicted.loc[predicted["kind"] == kind, "ape"].median()
+        assert f"{kind} (median {median:.0f} %)" == line.get_label()
+    assert "(%)" in cdf_ax.get_xlabel() and "(%)" in cdf_ax.get_ylabel()
 
 
-def test_predicted_vs_measured_needs_a_validate_frame():
+def test_prediction_error_needs_a_validate_frame():
     with pytest.raises(ValueError, match="predicted"):
-        plots.predicted_vs_measured(pd.DataFrame({"gpu": [], "kind": [], "measured": []}))
+        plots.prediction_error(pd.DataFrame({"gpu": [], "kind": [], "measured": []}))
+
+
+def test_roofline_labels_never_overprint():
+    from perfmodel.models.compute import roofline_points
+    from perfmodel.profile import default_profile
+    from perfmodel.workloads import get_workload
+
+    gpu = load_catalog().gpu("H100-SXM5-80GB")
+    points = roofline_points(get_workload("gpt3-1.3b"), gpu, "bf16", default_profile(), 4)
+    ax = plots.roofline(gpu, points, ["bf16"], workload="gpt3-1.3b").axes[0]
+    anchors = [(np.log10(t.xy[0]), np.log10(t.xy[1])) for t in ax.texts]
+    for i, (x1, y1) in enumerate(anchors):
+        for x2, y2 in anchors[i + 1:]:
+            assert abs(x1 - x2) >= 0.35 or abs(y1 - y2) >= 0.08
+    assert "gpt3-1.3b" in ax.get_title() and "H100-SXM5-80GB" in ax.get_title()
+
+
+def test_pareto_ticks_are_days_and_dollars():
+    frame = pd.DataFrame({"time_to_train_s": [86400.0 * d for d in (3, 10, 40)], "cost_usd": [9e5, 2e5, 5e4],
+                          "feasible": [True] * 3, "pareto": [True] * 3, "pricing": ["on_demand"] * 3,
+                          "instance": ["aws/a", "aws/b", "aws/c"], "nodes": [8, 4, 1]})
+    frame.attrs.update(workload="llama2-7b", basis="run", pricing=["on_demand"])
+    fig = plots.pareto(frame)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    ylabels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert ylabels and all(text.startswith("$") for text in ylabels)
+    assert not any("times" in t or "^" in t for t in ylabels + [t.get_text() for t in ax.get_xticklabels()])
+    assert "days" in ax.get_xlabel() and "llama2-7b" in ax.get_title()
 
 
 def test_other_figure_functions_are_exported_and_labelled():
@@ -154,4 +205,4 @@ def test_other_figure_functions_are_exported_and_labelled():
     for fig in (plots.roofline(gpu, points, ["bf16"]), plots.busbw_figure(sweep(cluster))):
         assert isinstance(fig, Figure) and labelled(fig.axes[0])
     assert {"breakdown", "memory", "roofline", "scaling_plot", "busbw_figure", "pareto",
-            "predicted_vs_measured"} <= set(plots.__all__)
+            "prediction_error"} <= set(plots.__all__)

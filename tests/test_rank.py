@@ -44,6 +44,7 @@ def catalog(tmp_path_factory):
         _instance("cheap", 20.0, nics=2),
         _instance("lonely", 10.0, nics=0, nic=None),
         _instance("tiny", 5.0, spot=(1.0, 2.0), gpu="A100-SXM4-40GB"),
+        _instance("deal", 30.0, spot=(2.0, 4.0)),  # spot 90 % below on-demand: flagged
     ]}))
     return load_catalog(path, include_env=False)
 
@@ -225,7 +226,7 @@ def test_infeasible_candidates_carry_their_reasons(stub, catalog):
     frame = rank(scenario(), catalog, PROFILE, instances=["test/tiny", "test/lonely"], nodes=[1, 2])
     tiny = frame[frame["instance"] == "test/tiny"]
     assert not tiny["feasible"].any()
-    assert tiny["reasons"].str.contains("does not fit in GPU memory").all()
+    assert tiny["reasons"].str.contains("no plan fits in GPU memory").all()
     lonely = frame[(frame["instance"] == "test/lonely") & (frame["nodes"] == 2)]
     assert "no inter-node network" in lonely.iloc[0]["reasons"]
 
@@ -301,7 +302,7 @@ def test_cli_json_csv_and_plot(stub, rank_cli, catalog, tmp_path, capsys, monkey
             "energy_kwh", "pareto", "tokens_per_dollar", "samples_per_dollar", "peak_tflops_per_dollar_hour",
             "gpu_hours"}
     assert keys <= set(data["rows"][0])
-    assert data["rows"][0]["plan"].startswith("tp8 ")
+    assert data["rows"][0]["plan"].startswith("TP8 PP")
     assert figure.stat().st_size > 0
     assert main(["rank", str(path), "--instances", "test/fast", "--nodes", "1,2", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -336,6 +337,197 @@ def test_cli_table_and_library_errors(stub, rank_cli, catalog, tmp_path, capsys,
     path.write_text(yaml.safe_dump(scenario()))
     assert main(["rank", str(path), "--instances", "test/fast,test/tiny", "--max-nodes", "2", "--all"]) == 0
     out = capsys.readouterr().out
-    assert "4 candidates, 2 feasible" in out and "does not fit in GPU memory" in out
+    assert "4 candidates, 2 feasible" in out and "no plan fits in GPU memory" in out
     assert main(["rank", str(path), "--instances", "test/fast", "--pricing", "free"]) == 2
     assert "pricing 'free' is unknown" in capsys.readouterr().err
+
+
+# --- rank as a decision (issue 17) ----------------------------------------------------------------
+
+import re  # noqa: E402
+
+from perfmodel.ranking import answers, closest, plan_label  # noqa: E402
+
+
+@pytest.mark.parametrize("row, text", [
+    ({"tp": 8, "pp": 16, "dp": 8, "cp": 1, "vp": 1, "micro_batch": 1, "recompute": "selective", "zero": 1},
+     "TP8 PP16 DP8, selective recompute, ZeRO-1"),
+    ({"tp": 1, "pp": 8, "dp": 4, "cp": 2, "vp": 4, "micro_batch": 2, "recompute": "none", "zero": 0},
+     "TP1 PP8 DP4 CP2 VP4 mb2"),
+])
+def test_plan_label_reads_like_a_practitioner_writes_it(row, text):
+    assert plan_label(row) == text
+
+
+def test_deadline_and_budget_need_units(stub, catalog):
+    with pytest.raises(ValueError, match="deadline '14' has no unit"):
+        rank(scenario(), catalog, PROFILE, instances=["test/fast"], deadline="14")
+    with pytest.raises(ValueError, match="budget '20000' has no currency"):
+        rank(scenario(), catalog, PROFILE, instances=["test/fast"], budget="20000")
+    with pytest.raises(ValueError, match="deadline"):
+        rank(scenario(), catalog, PROFILE, instances=["test/fast"], deadline=float("inf"))
+
+
+def test_missed_deadline_and_budget_come_first_with_how_far(stub, catalog):
+    free = rank(scenario(), catalog, PROFILE, instances=["test/fast"], nodes=[1])
+    time_s, cost_usd = free.loc[0, "time_to_train_s"], free.loc[0, "cost_usd"]
+    frame = rank(scenario(), catalog, PROFILE, instances=["test/fast"], nodes=[1],
+                 deadline=f"{time_s / 2 / 3600:.6f}h", budget=f"${cost_usd / 4:.2f}")
+    row = frame.iloc[0]
+    assert not row["feasible"]
+    assert row["reasons"].startswith("time to train") and "exceeds the deadline" in row["reasons"]
+    assert "exceeds the budget" in row["reasons"]
+    assert row["deadline_ratio"] == pytest.approx(2.0, rel=1e-5)
+    assert row["budget_ratio"] == pytest.approx(4.0, rel=1e-5)
+    assert list(closest(frame, 3).index) == [0]
+
+
+def test_closest_orders_by_how_far_they_miss(stub, catalog):
+    frame = rank(scenario(), catalog, PROFILE, instances=["test/fast", "test/cheap"], max_nodes=8, deadline="1h")
+    near = closest(frame, 20)
+    misses = near["deadline_ratio"].dropna().to_numpy()
+    assert len(misses) and np.all(np.diff(misses) >= 0) and np.all(misses > 1)
+
+
+def test_answers_pick_the_cheapest_fastest_and_best_value_among_trusted_rows(stub, catalog):
+    frame = rank(scenario(checkpoint_write="60 s"), catalog, PROFILE,
+                 instances=["test/fast", "test/cheap", "test/deal"], max_nodes=8, pricing=["on_demand", "spot"],
+                 deadline="30d")
+    chosen = dict(answers(frame))
+    trusted = frame[frame["feasible"] & (frame["flags"] == "")]
+    assert chosen["cheapest within 30.0 d"] == trusted["cost_usd"].idxmin()
+    assert chosen["fastest within 30.0 d"] == trusted["time_to_train_s"].idxmin()
+    assert chosen["best performance per dollar"] == trusted["perf_per_dollar"].idxmax()
+    flagged = frame[frame["flags"] != ""]
+    assert set(flagged["instance"]) == {"test/deal"} and (flagged["pricing"] == "spot").all()
+    assert (flagged["spot_discount"] > 0.8).all()
+    # the flagged deal is cheaper: it is shown apart, never as the plain answer
+    assert frame.loc[chosen["cheapest within 30.0 d if its flagged spot price holds"], "instance"] == "test/deal"
+
+
+def test_spot_clusters_too_large_to_hold_are_not_offered(stub, catalog):
+    frame = rank(scenario(checkpoint_write="60 s"), catalog, PROFILE, instances=["test/fast"], nodes=[1, 16, 64],
+                 pricing="spot")
+    by_nodes = frame.set_index("nodes")
+    assert by_nodes.loc[1, "hold_probability"] == 1.0 and by_nodes.loc[1, "feasible"]
+    assert by_nodes.loc[16, "hold_probability"] == pytest.approx(math.exp(-15 / 16))
+    assert not by_nodes.loc[64, "feasible"] and "unlikely" in by_nodes.loc[64, "reasons"]
+    row = by_nodes.loc[16]
+    assert row["cost_usd"] <= row["cost_usd_at_2x_rate"] <= row["cost_usd_at_5x_rate"]
+
+
+def test_pricings_without_any_catalog_price_are_refused(stub, catalog):
+    with pytest.raises(ValueError, match="no instance in the catalog has a reserved_1y price"):
+        rank(scenario(), catalog, PROFILE, instances=["test/fast"], pricing="reserved_1y")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--deadline", "14"], "deadline '14' has no unit"),
+    (["--budget", "20000"], "budget '20000' has no currency"),
+    (["--interruptions-per-hour", "inf"], "--interruptions-per-hour 'inf' is out of range"),
+    (["--interruptions-per-hour", "nan"], "--interruptions-per-hour 'nan' is out of range"),
+    (["--nodes", "1e20"], "--nodes '1e20' is out of range"),
+    (["--nodes", "2.5"], "--nodes '2.5' is out of range"),
+    (["--max-nodes", "-4"], "--max-nodes '-4' is out of range"),
+    (["--grid", "x"], "--grid 'x' is not a number"),
+    (["--top", "-1"], "--top '-1' is out of range"),
+])
+def test_cli_bad_numbers_are_one_line_errors(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch, argv, words):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    assert main(["rank", str(path), "--instances", "test/fast", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_output_to_a_directory_is_an_error(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    assert main(["rank", str(path), "--instances", "test/fast", "-o", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert not (tmp_path.parent / (tmp_path.name + ".png")).exists()
+
+
+SCIENTIFIC = re.compile(r"\d\.?\d*e[+-]?\d")
+
+
+def test_cli_human_output_is_a_decision_in_120_columns(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario(checkpoint_write="60 s")))
+    assert main(["rank", str(path), "--instances", "test/fast,test/cheap,test/deal", "--max-nodes", "16",
+                 "--pricing", "on_demand,spot", "--deadline", "30d"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].lstrip().startswith("cheapest within 30.0 d:")
+    assert any(line.lstrip().startswith("fastest within 30.0 d:") for line in lines[:6])
+    assert max(map(len, lines)) <= 120
+    assert not SCIENTIFIC.search(out)
+    assert "$" in out and " d " in out and "TP8" in out
+    assert "If interruptions come 2x / 5x as often" in out and "spot price 90% below on-demand" in out
+    assert main(["rank", str(path), "--instances", "test/fast,test/deal", "--max-nodes", "16",
+                 "--pricing", "on_demand,spot", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "ideal time" in wide and "P(hold nodes)" in wide and "cost @5x rate" in wide
+
+
+def test_cli_nothing_feasible_exits_3_with_the_closest(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    assert main(["rank", str(path), "--instances", "test/fast,test/tiny", "--max-nodes", "4",
+                 "--deadline", "1h", "--budget", "$10"]) == 3
+    out = capsys.readouterr().out
+    assert "No candidate is feasible within the deadline 1.0 h and the budget $10.00" in out
+    first = out.splitlines()[2].strip()
+    assert "exceeds the deadline" in first or "exceeds the budget" in first
+    assert "Closest candidates:" in out and "late (" in out and "x the deadline)" in out and "over budget (" in out
+    assert max(map(len, out.splitlines())) <= 120
+    assert main(["rank", str(path), "--instances", "test/tiny", "--max-nodes", "2", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["feasible"] == 0
+
+
+# --- progress on stderr only on a terminal -------------------------------------------------------
+
+import io  # noqa: E402
+import time  # noqa: E402
+
+from perfmodel.cli.progress import progress, working  # noqa: E402
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_draws_on_a_terminal_and_passes_items_through():
+    stream = Terminal()
+    assert list(progress(range(5), "ranking", stream=stream)) == [0, 1, 2, 3, 4]
+    assert "ranking [" in stream.getvalue() and stream.getvalue().endswith("\r")
+
+
+def test_progress_is_silent_in_pipes_and_when_disabled():
+    pipe, terminal = io.StringIO(), Terminal()
+    assert list(progress(range(3), "ranking", stream=pipe)) == [0, 1, 2]
+    assert list(progress(range(3), "ranking", enabled=False, stream=terminal)) == [0, 1, 2]
+    assert pipe.getvalue() == "" and terminal.getvalue() == ""
+    with working("calibrating", stream=pipe):
+        time.sleep(0.01)
+    assert pipe.getvalue() == ""
+
+
+def test_working_shows_elapsed_time_on_a_terminal():
+    stream = Terminal()
+    with working("calibrating", stream=stream):
+        time.sleep(1.3)
+    assert "calibrating ... 1 s" in stream.getvalue()
+
+
+def test_cli_rank_in_a_pipe_writes_nothing_to_stderr(stub, rank_cli, catalog, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("perfmodel.cli.rank.catalog_from", lambda args: catalog)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    assert main(["rank", str(path), "--instances", "test/fast", "--max-nodes", "4"]) == 0
+    assert capsys.readouterr().err == ""

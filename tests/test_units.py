@@ -97,3 +97,68 @@ def test_unknown_dimension_lists_the_allowed_ones():
         parse_quantity("1 GB", "mass")
     with pytest.raises(ValueError, match="allowed"):
         format_quantity(1.0, "mass")
+
+
+# --- durations and dollars that must carry their unit (rank --deadline / --budget) ---------------
+
+from perfmodel.units import format_duration, format_money, parse_duration, parse_money  # noqa: E402
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("14d", 14 * 86400.0), ("36h", 36 * 3600.0), ("36 h", 36 * 3600.0), ("90min", 5400.0), ("2w", 14 * 86400.0),
+])
+def test_durations_with_units(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds, rel=1e-12)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("14", "has no unit"), (14, "has no unit"), ("14 GB", "is not a duration"), ("-3d", "positive"),
+    ("0h", "positive"), ("inf d", "is not a duration"), ("soon", "is not a duration"),
+])
+def test_durations_without_a_unit_or_positive_value_are_refused(text, words):
+    with pytest.raises(UnitError, match=words):
+        parse_duration(text, "deadline")
+
+
+@pytest.mark.parametrize(("text", "usd"), [
+    ("$50k", 50e3), ("$1.2M", 1.2e6), ("$250,000", 250e3), ("20000 USD", 20e3), ("$ 300", 300.0), ("5k$", 5e3),
+])
+def test_money_with_the_dollar_sign(text, usd):
+    assert parse_money(text) == pytest.approx(usd, rel=1e-12)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("20000", "has no currency"), (20000, "has no currency"), ("50k", "has no currency"),
+    ("$-5", "positive"), ("$0", "positive"), ("€50", "not an amount of US dollars"), ("$nan", "not an amount"),
+])
+def test_money_without_currency_or_positive_value_is_refused(text, words):
+    with pytest.raises(UnitError, match=words):
+        parse_money(text, "budget")
+
+
+def test_format_duration_uses_days_and_hours():
+    assert format_duration(4.203e6) == "48.6 d"
+    assert format_duration(36 * 3600) == "36.0 h"
+    assert format_duration(700) == "11.7 min"
+    assert format_duration(45) == "45 s"
+    assert format_duration(float("nan")) == "-" and format_duration(float("inf")) == "never"
+
+
+@given(st.floats(120.0, 1e9))
+def test_format_duration_round_trips_to_its_shown_precision(seconds):
+    shown = format_duration(seconds)
+    assert "e" not in shown
+    assert parse_duration(shown.replace(",", "").replace(" ", "")) == pytest.approx(seconds, rel=0.03)
+
+
+@given(st.floats(0.01, 1e12))
+def test_format_money_round_trips_and_never_uses_scientific_notation(usd):
+    shown = format_money(usd)
+    assert shown.startswith("$") and "e" not in shown
+    assert parse_money(shown) == pytest.approx(usd, rel=1e-2, abs=0.006)
+
+
+def test_format_money_separates_thousands():
+    assert format_money(196311.4) == "$196,311"
+    assert format_money(12.5) == "$12.50"
+    assert format_money(1234.5, cents=True) == "$1,234.50"

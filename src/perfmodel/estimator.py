@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.choice import choose_plans
+from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
 from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
@@ -53,6 +54,9 @@ class Estimate(BaseModel):
         None, description="80 % prediction interval from the profile's cross-validated residuals: "
                           "step_time_low_s, step_time_high_s, samples_per_s_low, samples_per_s_high")
     assumptions: dict[str, Any] = Field(default_factory=dict)
+    cost: dict[str, Any] | None = Field(
+        None, description="price of the run per pricing when the hardware is a catalog instance "
+                          "(perfmodel.cost.price_run): USD per hour of the whole cluster, cost_usd, spot terms")
 
 
 def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0) -> str:
@@ -123,4 +127,5 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]
+    estimate.cost = price_estimate(estimate, workload, cluster, run, profile)
     return estimate

@@ -47,6 +47,10 @@ _NCCL = "NVIDIA/nccl src/graph/tuning.cc (ncclTopoTuneModel, hwLat/baseLat table
 _AWS_ADVISOR = ("AWS Spot Instance Advisor (spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json): "
                 "'frequency of interruption' = share of capacity reclaimed in the trailing month, in "
                 "buckets <5 %, 5-10 %, 10-15 %, 15-20 %, >20 %")
+_AWS_GPU_BANDS = ("AWS Spot Instance Advisor figures per GPU family pulled on 2025-05-01 and published in "
+                  "'GPU Spot Instance Interruption Rates (May 2025)', thundercompute.com/blog/should-i-use-"
+                  "cloud-gpu-spot-instances (updated 2025-05-01): A100 (p4d) 5-10 %, H100 (p5) 10-20 %, "
+                  "L4 <5 % per month; the top of each band is used (a month = 730 h)")
 _HOURS_PER_MONTH = 730.0  # 8760 h / 12
 
 
@@ -261,10 +265,13 @@ _TABLE = (
     Parameter(
         name="spot_interruptions_per_hour_aws", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,
         unit="interruptions per instance-hour",
-        description="rate at which one AWS spot instance is interrupted",
-        source=f"assumption from {_AWS_ADVISOR}: the top bucket '>20 %' read as 0.20 interruptions "
-               "per instance-month (730 h) = 2.7e-4 per hour; large GPU types usually sit in that "
-               "bucket (not checked per type); a lower bound for them"),
+        description="rate at which one AWS spot instance is interrupted, by GPU architecture",
+        source=f"{_AWS_GPU_BANDS} (Ampere = A100 0.10/730 h, Hopper = H100 0.20/730 h, Ada = L4 0.05/730 h); "
+               f"other architectures: assumption from {_AWS_ADVISOR}, the top bucket '>20 %' read as 0.20 "
+               "interruptions per instance-month (730 h) = 2.7e-4 per hour, a lower bound for that bucket",
+        per="architecture",
+        group_defaults=(("Ampere", 0.10 / _HOURS_PER_MONTH), ("Hopper", 0.20 / _HOURS_PER_MONTH),
+                        ("Ada", 0.05 / _HOURS_PER_MONTH))),
     Parameter(
         name="spot_interruptions_per_hour_gcp", default=0.10 / 24.0, low=0.0, high=1.0,
         unit="interruptions per instance-hour",
@@ -283,6 +290,14 @@ _TABLE = (
         unit="interruptions per instance-hour",
         description="interruption rate of spot capacity from providers without their own default",
         source="assumption: the most pessimistic of the provider defaults (GCP's 5-15 %/day mid-point)"),
+    Parameter(
+        name="spot_capacity_nodes", default=16.0, low=1.0, high=1e5, unit="nodes",
+        description="scale N_c of the probability exp(-(N - 1)/N_c) of holding N spot nodes of one "
+                    "instance type at once; each restart waits restart_time / that probability",
+        source="ASSUMPTION, no provider publishes it: spot capacity of one GPU type in one region is a small "
+               "pool, so obtaining N nodes together gets harder with N (AWS's 'Spot placement score' "
+               "rates a region 1-10 for a requested target capacity for this reason, EC2 User Guide "
+               "'Spot placement score'); N_c = 16 gives 94 % for 2 nodes, 39 % for 16, 2 % for 64"),
     Parameter(
         name="spot_restart_time", default=600.0, low=0.0, high=7200.0, unit="s",
         description="time from an interruption until training runs again (replacement capacity, "

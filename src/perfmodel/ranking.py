@@ -8,14 +8,21 @@ prices it (:mod:`perfmodel.cost`) and powers it (:mod:`perfmodel.models.power`).
 Columns (one row per instance x nodes x pricing):
 
 * ``instance``, ``provider``, ``gpu``, ``nodes``, ``num_gpus``, ``pricing``, ``plan`` (e.g.
-  ``"tp8 pp2 dp4 mb1 full z1"``), ``feasible``, ``reasons`` ("; "-joined, empty when feasible);
+  ``"TP8 PP2 DP4, full recompute, ZeRO-1"``) and its fields ``tp``, ``pp``, ``dp``, ``cp``, ``vp``,
+  ``micro_batch``, ``recompute``, ``zero``; ``feasible``, ``reasons`` ("; "-joined, empty when
+  feasible; a missed deadline or budget comes first);
 * ``step_time_s``, ``samples_per_s``, ``tokens_per_s``, ``tflops_per_gpu``, ``mfu``,
   ``gpu_utilization`` of the best plan;
 * ``basis``: ``"run"`` when the scenario has a ``run`` section (times and costs are for the whole
   run), ``"step"`` without one (``time_to_train_s`` and ``cost_usd`` are then per step);
 * ``ideal_time_s`` (no preemptions), ``time_to_train_s`` (expected wall time: spot adds
-  checkpoints, lost work and restarts), ``checkpoint_time_s``, ``interruptions_per_hour``;
-* ``price_usd_per_hour`` (whole cluster), ``cost_usd``, ``gpu_hours``;
+  checkpoints, lost work and restarts), ``checkpoint_time_s``, ``interruptions_per_hour`` (per
+  instance), ``hold_probability`` (assumed chance of holding all spot nodes at once,
+  :func:`perfmodel.cost.spot_hold_probability`), ``spot_discount`` (1 - spot / on-demand),
+  ``cost_usd_at_2x_rate`` / ``cost_usd_at_5x_rate`` (spot cost at 2x and 5x the interruption
+  rate), ``flags`` (warnings such as an implausible spot discount);
+* ``deadline_ratio`` / ``budget_ratio``: time / deadline and cost / budget (above 1 misses it);
+* ``price_usd_per_hour`` (whole cluster), ``price_as_of`` (the catalog snapshot), ``cost_usd``, ``gpu_hours``;
 * ``perf_per_dollar`` (achieved model TFLOP/s per $/hour), ``peak_tflops_per_dollar_hour`` (dense
   peak of all GPUs per $/hour, the datasheet figure), ``samples_per_dollar``, ``tokens_per_dollar``;
 * ``power_w`` (cluster IT power), ``flops_per_watt`` (achieved model FLOP/s per W of cluster IT
@@ -42,10 +49,10 @@ from perfmodel.hardware.specs import PRICINGS, Instance
 from perfmodel.models import power, preemption
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import HardwareSpec, Scenario, load_scenario
-from perfmodel.units import parse_quantity
+from perfmodel.units import format_duration, format_money, parse_duration, parse_money
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["rank", "pareto_front", "OBJECTIVES", "plan_label"]
+__all__ = ["rank", "pareto_front", "OBJECTIVES", "plan_label", "answers", "closest", "available_pricings"]
 
 # objective -> (column, ascending)
 OBJECTIVES = {
@@ -76,22 +83,41 @@ def pareto_front(time, cost):
 
 
 def plan_label(row) -> str:
-    """Short plan string: 'tp8 pp2 dp4 mb1 full z1' (cp / vp only when above 1)."""
-    parts = [f"tp{int(row['tp'])}", f"pp{int(row['pp'])}", f"dp{int(row['dp'])}"]
-    parts += [f"{name}{int(row[name])}" for name in ("cp", "vp") if int(row[name]) > 1]
-    parts += [f"mb{int(row['micro_batch'])}", str(row["recompute"]), f"z{int(row['zero'])}"]
-    return " ".join(parts)
+    """The plan as a practitioner writes it: 'TP8 PP16 DP8, selective recompute, ZeRO-1' (CP / VP
+    only when above 1, the micro-batch when above 1, no recompute and ZeRO-0 left out)."""
+    parts = [f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])}"]
+    parts[0] += "".join(f" {name.upper()}{int(row[name])}" for name in ("cp", "vp") if int(row[name]) > 1)
+    if int(row["micro_batch"]) > 1:
+        parts[0] += f" mb{int(row['micro_batch'])}"
+    if str(row["recompute"]) != "none":
+        parts.append(f"{row['recompute']} recompute")
+    if int(row["zero"]) > 0:
+        parts.append(f"ZeRO-{int(row['zero'])}")
+    return ", ".join(parts)
 
 
-def _pricings(pricing, scenario: Scenario) -> list[str]:
+PLAN_COLUMNS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "recompute", "zero")
+
+
+def available_pricings(catalog: Catalog) -> list[str]:
+    """The pricings at least one catalog instance has a price for (reserved prices are null in the
+    shipped catalog, so it offers on_demand and spot only)."""
+    return [p for p in PRICINGS if any(inst.price_usd_per_hour(p) is not None for inst in catalog.instances.values())]
+
+
+def _pricings(pricing, scenario: Scenario, catalog: Catalog) -> list[str]:
     if pricing is None:
         pricing = scenario.run.pricing if scenario.run is not None else "on_demand"
     chosen = [pricing] if isinstance(pricing, str) else list(pricing)
+    offered = available_pricings(catalog)
     for name in chosen:
         if name not in PRICINGS:
             raise ValueError(f"pricing {name!r} is unknown; allowed: {', '.join(PRICINGS)}")
+        if name not in offered:
+            raise ValueError(f"pricing {name!r}: no instance in the catalog has a {name} price (no source "
+                             f"gave one); allowed: {', '.join(offered)}")
     if not chosen:
-        raise ValueError(f"pricing: give at least one of {', '.join(PRICINGS)}")
+        raise ValueError(f"pricing: give at least one of {', '.join(offered)}")
     return chosen
 
 
@@ -122,12 +148,15 @@ def _node_counts(nodes, max_nodes) -> list[int]:
     return sorted(set(int(n) for n in counts))
 
 
-def _limit(value, dimension: str, name: str) -> float | None:
+def _limit(value, parse, name: str) -> float | None:
+    """A deadline (s) or budget (USD): a string must carry its unit ('14d', '$50k'); a number is SI."""
     if value is None:
         return None
-    number = parse_quantity(value, dimension) if isinstance(value, str) else float(value)
-    if not number > 0:
-        raise ValueError(f"{name} = {value!r}; allowed: a positive number")
+    if isinstance(value, str):
+        return parse(value, name)
+    number = float(value)
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(f"{name} = {value!r}; allowed: a positive, finite number")
     return number
 
 
@@ -155,15 +184,6 @@ def _best_plan(scenario, key, inst, nodes, catalog, profile, cache):
     return cache[signature]
 
 
-def _checkpoint_time(scenario, workload, best, nodes, profile) -> float:
-    if scenario.run is not None and scenario.run.checkpoint_write is not None:
-        return scenario.run.checkpoint_write
-    optimizer = scenario.plan.optimizer or "adam"
-    size = preemption.checkpoint_bytes(workload.params, optimizer, best["precision"])
-    return float(preemption.checkpoint_write_time(
-        size / nodes, profile.get("checkpoint_write_bandwidth_per_node")))
-
-
 def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenario, profile,
                 rate_override, grid_g_per_kwh) -> dict:
     """Cost, energy and perf-per-dollar of one feasible plan under one pricing."""
@@ -178,10 +198,26 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
     wall, rate, checkpoint = ideal, 0.0, np.nan
     if pricing == "spot":
         run_rate = scenario.run.interruptions_per_hour if scenario.run is not None else None
-        rate = rate_override if rate_override is not None else (
-            run_rate if run_rate is not None else profile.get(costs.spot_rate_parameter(inst.provider)))
-        checkpoint = _checkpoint_time(scenario, workload, best, nodes, profile)
-        wall = float(costs.spot_expected(ideal, nodes, rate, checkpoint, profile.get("spot_restart_time")))
+        checkpoint = costs.checkpoint_time(
+            workload.params, scenario.plan.optimizer, best["precision"], nodes, profile,
+            scenario.run.checkpoint_write if scenario.run is not None else None)
+        terms = costs.spot_run(ideal, nodes, inst.provider, gpu.architecture, checkpoint, profile,
+                               rate_override if rate_override is not None else run_rate)
+        rate, wall = terms["interruptions_per_hour"], terms["time_s"]
+        on_demand = inst.price_usd_per_hour("on_demand")
+        discount = float(costs.spot_discount(on_demand, price_node)) if on_demand else np.nan
+        row.update(hold_probability=terms["hold_probability"], spot_discount=discount,
+                   interruptions_source=terms["rate_note"],
+                   cost_usd_at_2x_rate=float(costs.cost_usd(terms["time_s_at_2x_rate"], price_node, nodes)),
+                   cost_usd_at_5x_rate=float(costs.cost_usd(terms["time_s_at_5x_rate"], price_node, nodes)))
+        if discount > costs.IMPLAUSIBLE_SPOT_DISCOUNT:
+            row["flags"] = (f"spot price {discount:.0%} below on-demand (over "
+                            f"{costs.IMPLAUSIBLE_SPOT_DISCOUNT:.0%}): check it before relying on it")
+        if terms["hold_probability"] < costs.MIN_HOLD_PROBABILITY:
+            row["reasons"] = (f"spot: holding {nodes} {base['instance']} spot nodes at once is unlikely "
+                              f"(assumed probability {terms['hold_probability']:.1e} < "
+                              f"{costs.MIN_HOLD_PROBABILITY:.0%}, parameter spot_capacity_nodes)")
+            return row
         if not np.isfinite(wall):
             row["reasons"] = (f"spot: {nodes} nodes at {rate:.3g} interruptions/h each are interrupted "
                               f"faster than the job can checkpoint ({checkpoint:.3g} s) and restart")
@@ -213,30 +249,33 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
     return row
 
 
-COLUMNS = ["instance", "provider", "gpu", "nodes", "num_gpus", "pricing", "plan", "feasible", "reasons",
-           "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu", "gpu_utilization",
-           "basis", "ideal_time_s", "time_to_train_s", "checkpoint_time_s", "interruptions_per_hour",
-           "price_usd_per_hour", "cost_usd", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour",
-           "samples_per_dollar", "tokens_per_dollar", "power_w", "flops_per_watt", "energy_kwh", "co2_kg",
-           "pareto"]
+COLUMNS = ["instance", "provider", "gpu", "nodes", "num_gpus", "pricing", "plan", *PLAN_COLUMNS, "feasible",
+           "reasons", "flags", "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+           "gpu_utilization", "basis", "ideal_time_s", "time_to_train_s", "checkpoint_time_s",
+           "interruptions_per_hour", "interruptions_source", "hold_probability", "spot_discount",
+           "price_usd_per_hour", "price_as_of", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate",
+           "deadline_ratio", "budget_ratio", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour",
+           "samples_per_dollar", "tokens_per_dollar", "power_w", "flops_per_watt", "energy_kwh", "co2_kg", "pareto"]
 
 
 def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
          profile: CalibrationProfile | None = None, *, instances: Iterable[str] | str | None = None,
          nodes: Iterable[int] | int | None = None, objective: str = "cost",
          pricing: str | Iterable[str] | None = None, deadline=None, budget=None, max_nodes: int = 128,
-         interruptions_per_hour: float | None = None, grid_g_per_kwh: float | None = None):
+         interruptions_per_hour: float | None = None, grid_g_per_kwh: float | None = None, progress=None):
     """Rank instance types x node counts (x pricings) for the scenario's job; a pandas DataFrame.
 
     ``instances``: names (``provider/name``, or a comma-separated string); default every catalog
     instance with a price.  ``nodes``: node counts; default 1, 2, 4, ... up to ``max_nodes``.
-    ``pricing``: one of on_demand, spot, reserved_1y, reserved_3y or a list of them; default the
-    scenario's ``run.pricing`` (else on_demand).  ``deadline`` (s, or "14d") and ``budget`` (USD)
-    mark rows over them infeasible with the reason; they need a ``run`` section.
+    ``pricing``: one of the pricings the catalog has prices for (:func:`available_pricings`) or a
+    list of them; default the scenario's ``run.pricing`` (else on_demand).  ``deadline`` (a
+    duration with its unit, "14d", or seconds) and ``budget`` (dollars with the sign, "$50k", or
+    USD) mark rows over them infeasible, that reason first; they need a ``run`` section.
     ``interruptions_per_hour`` (per instance) overrides the scenario's and the provider default for
-    spot; ``grid_g_per_kwh`` adds ``co2_kg``.  Rows are sorted by ``objective`` (time, cost,
-    perf_per_dollar, flops_per_watt, energy), feasible rows first.  See the module docstring for
-    the columns.  A job no candidate can run gives only infeasible rows, each with its reasons.
+    spot; ``grid_g_per_kwh`` adds ``co2_kg``.  ``progress``: an optional wrapper of the candidate
+    iterable (e.g. a progress bar).  Rows are sorted by ``objective`` (time, cost, perf_per_dollar,
+    flops_per_watt, energy), feasible rows first.  See the module docstring for the columns.  A job
+    no candidate can run gives only infeasible rows, each with its reasons.
     """
     import pandas as pd
 
@@ -246,11 +285,11 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         scenario = load_scenario(scenario)
     catalog = catalog or load_catalog()
     profile = profile or default_profile()
-    pricings = _pricings(pricing, scenario)
-    deadline = _limit(deadline, "time", "deadline")
-    budget = _limit(budget, "count", "budget")
-    if interruptions_per_hour is not None and not interruptions_per_hour >= 0:
-        raise ValueError(f"interruptions_per_hour = {interruptions_per_hour!r}; allowed: >= 0")
+    pricings = _pricings(pricing, scenario, catalog)
+    deadline = _limit(deadline, parse_duration, "deadline")
+    budget = _limit(budget, parse_money, "budget")
+    if interruptions_per_hour is not None and not (np.isfinite(interruptions_per_hour) and interruptions_per_hour >= 0):
+        raise ValueError(f"interruptions_per_hour = {interruptions_per_hour!r}; allowed: a finite number >= 0")
     workload = workload_from_spec(scenario.workload)  # a malformed workload raises here, once
     samples = run_samples(scenario.run, workload)
     if samples is None and (deadline is not None or budget is not None):
@@ -258,31 +297,30 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                          "train_samples or epochs) to know the time to train")
     cache: dict = {}
     rows = []
-    for key, inst in _candidates(catalog, instances):
+    grid = [(key, inst, count) for key, inst in _candidates(catalog, instances)
+            for count in _node_counts(nodes, max_nodes)]
+    for key, inst, count in (progress(grid) if progress is not None else grid):
         gpu = catalog.gpu(inst.gpu)
-        for count in _node_counts(nodes, max_nodes):
-            best, reason = _best_plan(scenario, key, inst, count, catalog, profile, cache)
-            base = {"instance": key, "provider": inst.provider, "gpu": gpu.name, "nodes": count,
-                    "num_gpus": count * inst.gpus_per_node, "feasible": False, "reasons": reason,
-                    "basis": "run" if samples is not None else "step"}
-            if best is not None:
-                base.update(plan=plan_label(best), **{name: float(best[name]) for name in (
-                    "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu", "gpu_utilization")})
-            for name in pricings:
-                base["pricing"] = name
-                rows.append(dict(base) if best is None else _priced_row(
-                    base, best, inst, gpu, count, name, samples, workload, scenario, profile,
-                    interruptions_per_hour, grid_g_per_kwh))
+        best, reason = _best_plan(scenario, key, inst, count, catalog, profile, cache)
+        base = {"instance": key, "provider": inst.provider, "gpu": gpu.name, "nodes": count,
+                "num_gpus": count * inst.gpus_per_node, "feasible": False, "reasons": reason,
+                "price_as_of": str(inst.price_as_of) if inst.price_as_of else None,
+                "basis": "run" if samples is not None else "step"}
+        if best is not None:
+            base.update(plan=plan_label(best), **{name: best[name] for name in PLAN_COLUMNS},
+                        **{name: float(best[name]) for name in (
+                            "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
+                            "gpu_utilization")})
+        for name in pricings:
+            base["pricing"] = name
+            rows.append(dict(base) if best is None else _priced_row(
+                base, best, inst, gpu, count, name, samples, workload, scenario, profile,
+                interruptions_per_hour, grid_g_per_kwh))
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
     frame["feasible"] = frame["feasible"].astype(bool)
-    frame["reasons"] = frame["reasons"].fillna("")
-    for limit, column, label in ((deadline, "time_to_train_s", "deadline"), (budget, "cost_usd", "budget")):
-        if limit is None:
-            continue
-        over = frame["feasible"] & ~(frame[column] <= limit)
-        frame.loc[over, "reasons"] = [f"{column} {value:.4g} exceeds the {label} {limit:.4g}"
-                                      for value in frame.loc[over, column]]
-        frame.loc[over, "feasible"] = False
+    for text in ("reasons", "flags", "interruptions_source"):
+        frame[text] = frame[text].astype(object).fillna("")
+    _apply_limits(frame, deadline, budget)
     feasible = frame["feasible"].to_numpy()
     frame["pareto"] = pareto_front(np.where(feasible, frame["time_to_train_s"], np.nan),
                                    np.where(feasible, frame["cost_usd"], np.nan))
@@ -291,5 +329,60 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     frame = frame.sort_values(["feasible", "_order", "instance", "nodes"], ascending=[False, True, True, True],
                               na_position="last", kind="stable").drop(columns="_order").reset_index(drop=True)
     frame.attrs.update(objective=objective, pricing=pricings, workload=workload.name,
-                       basis="run" if samples is not None else "step", searches=len(cache))
+                       basis="run" if samples is not None else "step", searches=len(cache),
+                       deadline_s=deadline, budget_usd=budget)
     return frame
+
+
+def _apply_limits(frame, deadline: float | None, budget: float | None) -> None:
+    """Mark priced rows over the deadline or budget infeasible, those reasons first; set the ratios."""
+    priced = frame["time_to_train_s"].notna() & frame["cost_usd"].notna() & (frame["reasons"] == "")
+    missed = [[] for _ in range(len(frame))]
+    for limit, column, ratio, describe in (
+            (deadline, "time_to_train_s", "deadline_ratio",
+             lambda v, lim: f"time to train {format_duration(v)} exceeds the deadline {format_duration(lim)}"),
+            (budget, "cost_usd", "budget_ratio",
+             lambda v, lim: f"cost {format_money(v)} exceeds the budget {format_money(lim)}")):
+        if limit is None:
+            continue
+        frame[ratio] = frame[column] / limit
+        for i in np.flatnonzero((priced & (frame[ratio] > 1)).to_numpy()):
+            missed[i].append(describe(frame[column].iat[i], limit))
+    for i, reasons in enumerate(missed):
+        if reasons:
+            frame.iat[i, frame.columns.get_loc("reasons")] = "; ".join(reasons)
+            frame.iat[i, frame.columns.get_loc("feasible")] = False
+
+
+def answers(frame) -> list[tuple[str, int]]:
+    """The decision in a few lines: (label, row index) for the cheapest feasible row, the fastest,
+    and the best performance per dollar (labels name the deadline / budget when given).  Rows with
+    a flag (an implausible spot price) are not chosen; when one would have won, it is added as
+    "cheapest if the flagged spot price holds"."""
+    feasible = frame[frame["feasible"]]
+    if not len(feasible):
+        return []
+    deadline, budget = frame.attrs.get("deadline_s"), frame.attrs.get("budget_usd")
+    limits = [text for text in (format_duration(deadline) if deadline else "",
+                                format_money(budget, cents=False) if budget else "") if text]
+    within = f" within {' and '.join(limits)}" if limits else ""
+    trusted = feasible[feasible["flags"] == ""]
+    chosen = []
+    if len(trusted):
+        chosen += [(f"cheapest{within}", trusted["cost_usd"].idxmin()),
+                   (f"fastest{within}", trusted["time_to_train_s"].idxmin())]
+        if trusted["perf_per_dollar"].notna().any():
+            chosen.append(("best performance per dollar", trusted["perf_per_dollar"].idxmax()))
+    cheapest = feasible["cost_usd"].idxmin()
+    if not len(trusted) or feasible.loc[cheapest, "cost_usd"] < trusted["cost_usd"].min():
+        chosen.append((f"cheapest{within} if its flagged spot price holds", cheapest))
+    return chosen
+
+
+def closest(frame, count: int = 5):
+    """The infeasible rows that come closest: those that only miss the deadline or budget, by how
+    far (the larger of time/deadline and cost/budget), then the rest in frame order."""
+    rows = frame[~frame["feasible"]].copy()
+    ratios = [c for c in ("deadline_ratio", "budget_ratio") if c in rows and rows[c].notna().any()]
+    rows["_miss"] = rows[ratios].max(axis=1) if ratios else np.nan
+    return rows.sort_values("_miss", na_position="last", kind="stable").drop(columns="_miss").head(count)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["DIMENSIONS", "UnitError", "parse_quantity", "format_quantity"]
+__all__ = ["DIMENSIONS", "UnitError", "parse_quantity", "format_quantity", "parse_duration", "parse_money",
+           "format_duration", "format_money"]
 
 
 class UnitError(ValueError):
@@ -154,3 +155,76 @@ def format_quantity(value: float, dimension: str, digits: int = 4) -> str:
     unit = _FORMAT_UNITS[dimension]
     prefix = next((p for p in ("E", "P", "T", "G", "M", "k") if abs(value) >= _DECIMAL[p]), "")
     return f"{value / _DECIMAL[prefix]:.{digits}g} {prefix}{unit}".rstrip()
+
+
+def parse_duration(text: str | float | int, name: str = "duration") -> float:
+    """A duration that must carry its unit, in seconds: ``'14d'``, ``'36 h'``, ``'90 min'``, ``'2w'``.
+
+    Unlike :func:`parse_quantity`, a bare number is refused (is ``14`` days or seconds?), and so
+    are negative, zero and non-finite values; the message names ``name`` and gives examples.
+    """
+    if isinstance(text, bool) or isinstance(text, (int, float)):
+        raise UnitError(f"{name} {text!r} has no unit; give one, e.g. '14d', '36h', '90min'")
+    stripped = str(text).strip()
+    match = _PATTERN.match(stripped)
+    if match and match.group(2) == "":
+        raise UnitError(f"{name} {text!r} has no unit; give one, e.g. '{stripped}d' or '{stripped}h'")
+    try:
+        seconds = parse_quantity(stripped, "time")
+    except UnitError:
+        raise UnitError(f"{name} {text!r} is not a duration; e.g. '14d', '36h', '90min', '2w'") from None
+    if not seconds > 0:
+        raise UnitError(f"{name} {text!r} must be a positive duration, e.g. '14d'")
+    return seconds
+
+
+_MONEY = re.compile(r"^\s*(?:\$\s*({n})\s*([kKMB]?)|({n})\s*([kKMB]?)\s*(?:USD|usd|\$))\s*$".format(n=_NUMBER))
+_MONEY_SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+
+
+def parse_money(text: str | float | int, name: str = "amount") -> float:
+    """An amount of US dollars that must say so, in USD: ``'$50k'``, ``'$1.2M'``, ``'$250,000'``,
+    ``'50000 USD'``.  A bare number is refused, and so are negative, zero and non-finite amounts.
+    """
+    if isinstance(text, bool) or isinstance(text, (int, float)):
+        raise UnitError(f"{name} {text!r} has no currency; give dollars, e.g. '$50k', '$1.2M', '20000 USD'")
+    stripped = str(text).strip().replace(",", "")
+    match = _MONEY.match(stripped)
+    if not match:
+        bare = _PATTERN.match(stripped)
+        if bare and bare.group(2) in ("", "k", "K", "M"):
+            raise UnitError(f"{name} {text!r} has no currency; give dollars, e.g. '${stripped}'")
+        raise UnitError(f"{name} {text!r} is not an amount of US dollars; e.g. '$50k', '$1.2M', '20000 USD'")
+    number, scale = (match.group(1), match.group(2)) if match.group(1) is not None else (match.group(3), match.group(4))
+    value = float(number) * _MONEY_SCALE[scale]
+    if not (math.isfinite(value) and value > 0):
+        raise UnitError(f"{name} {text!r} must be a positive, finite amount, e.g. '$50k'")
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """A run length for people: ``'48.6 d'``, ``'36.0 h'``, ``'12.0 min'``, ``'45 s'`` (days from 2
+    days up, hours from 1 hour up); ``'-'`` for NaN and ``'never'`` for infinity."""
+    seconds = float(seconds)
+    if math.isnan(seconds):
+        return "-"
+    if math.isinf(seconds):
+        return "never"
+    for unit, scale, threshold in (("d", 86400.0, 2 * 86400.0), ("h", 3600.0, 3600.0),
+                                   ("min", 60.0, 120.0)):
+        if abs(seconds) >= threshold:
+            return f"{seconds / scale:.1f} {unit}" if abs(seconds) < 1000 * scale else f"{seconds / scale:,.0f} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def format_money(usd: float, cents: bool | None = None) -> str:
+    """Dollars with thousands separators, ``'$196,300'``; cents below $100 (``'$12.50'``) unless
+    ``cents`` says otherwise; ``'-'`` for NaN."""
+    usd = float(usd)
+    if math.isnan(usd):
+        return "-"
+    if math.isinf(usd):
+        return "$inf"
+    show_cents = abs(usd) < 100 if cents is None else cents
+    sign = "-" if usd < 0 else ""
+    return f"{sign}${abs(usd):,.2f}" if show_cents else f"{sign}${abs(usd):,.0f}"

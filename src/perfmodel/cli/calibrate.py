@@ -25,6 +25,7 @@ def run(args) -> int:
     from perfmodel.calibration.intervals import interval_table
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
+    from perfmodel.cli.progress import working
     from perfmodel.inputs import check_output_path
 
     if args.output:  # before the fit, which can take minutes
@@ -39,12 +40,14 @@ def run(args) -> int:
             raise ValueError(f"--cv {args.cv}: must be from 2 to {groups}, the number of measured "
                              f"configurations (rows of one configuration stay in one fold)")
     params = [p.strip() for p in args.params.split(",")] if args.params else None
-    profile = calibrate(measurements, params=params, catalog=catalog)
+    with working("calibrating", enabled=not args.json):
+        profile = calibrate(measurements, params=params, catalog=catalog)
     if not profile.values:
         raise ValueError(_nothing_fitted(measurements, catalog, args.files))
     cv_summary = None
     if args.cv:
-        held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
+        with working(f"{args.cv}-fold cross-validation", enabled=not args.json):
+            held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
         profile = profile.model_copy(update={"interval": interval_table(held_out, catalog)})
         profile.provenance["cross_validation"] = {"folds": args.cv, "seed": args.seed,

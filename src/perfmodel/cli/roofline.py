@@ -32,7 +32,7 @@ def run(args) -> int:
     if args.output:
         from perfmodel.plots.roofline import roofline
 
-        roofline(gpu, points, list(ridges)).savefig(args.output, dpi=120)
+        roofline(gpu, points, list(ridges), workload=args.model).savefig(args.output, dpi=120)
     memory_bound = points.loc[points["bound"] == "memory", "op"].tolist()
     if args.json:
         print_json({"gpu": gpu.name, "model": args.model, "precision": args.precision,

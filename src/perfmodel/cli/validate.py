@@ -35,11 +35,13 @@ def _run(args) -> int:
     from perfmodel.calibration.measurements import (load_measurements, shipped_measurements,
                                                     source_group)
     from perfmodel.calibration.validate import summarize, validate
+    from perfmodel.cli.progress import working
     from perfmodel.profile import load_profile
 
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
     profile = load_profile(args.calibration) if args.calibration else None
-    result = validate(measurements, catalog_from(args), profile)
+    with working("validating", enabled=not getattr(args, "json", False)):
+        result = validate(measurements, catalog_from(args), profile)
     if args.by == "source":
         result["source"] = measurements["source"].map(source_group)
     summary, groups = summarize(result), summarize(result, by=args.by)

@@ -10,6 +10,6 @@ from perfmodel.plots.memory import memory
 from perfmodel.plots.pareto import pareto
 from perfmodel.plots.roofline import roofline
 from perfmodel.plots.scaling import scaling_plot
-from perfmodel.plots.validation import predicted_vs_measured
+from perfmodel.plots.validation import prediction_error
 
-__all__ = ["breakdown", "busbw_figure", "memory", "pareto", "predicted_vs_measured", "roofline", "scaling_plot"]
+__all__ = ["breakdown", "busbw_figure", "memory", "pareto", "prediction_error", "roofline", "scaling_plot"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfmodel.plots.style import CATEGORY_COLOURS, as_dicts, colour, estimate_label, finish, new_figure
+from perfmodel.plots.style import CATEGORY_COLOURS, as_dicts, colour, estimate_label, estimate_title, finish, new_figure
 
 # breakdown component -> colour category (recompute gets its own shade of compute)
 _CATEGORY = {
@@ -16,9 +16,10 @@ _CATEGORY = {
 def breakdown(estimates, labels: list[str] | None = None, title: str | None = None, relative: bool = False):
     """Stacked bar of ``breakdown_s`` (seconds per step) for one :class:`~perfmodel.Estimate`
     or a list; components that are zero everywhere are left out; each bar is labelled with its
-    step time and bottleneck (estimates that do not fit are marked "infeasible").  ``relative``
-    draws each component as a share of its own step (%), to compare jobs of different sizes.
-    Returns a matplotlib ``Figure``."""
+    step time and bottleneck (estimates that do not fit are marked "infeasible"), in the axis's
+    unit (ms when every step is under a second, else s).  ``relative`` draws each component as a
+    share of its own step (%), to compare jobs of different sizes.  The title names the model,
+    GPUs and plan of a single estimate.  Returns a matplotlib ``Figure``."""
     items = as_dicts(estimates)
     labels = labels or [estimate_label(item) for item in items]
     if len(labels) != len(items):
@@ -29,7 +30,9 @@ def breakdown(estimates, labels: list[str] | None = None, title: str | None = No
     fig, ax = new_figure(max(6.0, 1.6 * len(items) + 4.0), 5.0)
     positions = range(len(items))
     bottom = [0.0] * len(items)
-    scale = [100.0 / item["step_time_s"] if relative and item.get("step_time_s") else 1.0 for item in items]
+    steps = [item.get("step_time_s") or 0.0 for item in items]
+    unit, per_second = ("ms", 1e3) if max(steps) < 1.0 else ("s", 1.0)
+    scale = [100.0 / item["step_time_s"] if relative and item.get("step_time_s") else per_second for item in items]
     for index, name in enumerate(names):
         values = [(item.get("breakdown_s", {}).get(name, 0.0) or 0.0) * k for item, k in zip(items, scale)]
         shade = CATEGORY_COLOURS.get(_CATEGORY.get(name), colour(index))
@@ -40,19 +43,17 @@ def breakdown(estimates, labels: list[str] | None = None, title: str | None = No
     top = max(bottom) if any(bottom) else 1.0
     for x, item, height in zip(positions, items, bottom):
         step = item.get("step_time_s")
-        text = "infeasible" if not item.get("feasible") else f"{_seconds(step)}\n{item.get('bottleneck', '')}"
+        shown = "no step time" if step is None else f"{step * per_second:.3g} {unit}"
+        text = "infeasible" if not item.get("feasible") else f"{shown}\n{item.get('bottleneck', '')}"
         ax.annotate(text, (x, height), xytext=(0, 3), textcoords="offset points", ha="center",
                     va="bottom", fontsize=8)
     ax.set_ylim(0, top * 1.22)
     ax.set_xticks(list(positions), labels, fontsize=8)
-    finish(ax, title or "Step time breakdown (exposed time per component)", "scenario",
-           "share of the step (%)" if relative else "time per step (s)", grid_axis="y")
+    default = (estimate_title(items[0], "Step time breakdown") if len(items) == 1
+               else "Step time breakdown (exposed time per component)")
+    finish(ax, title or default, "scenario",
+           "share of the step (%)" if relative else f"time per step ({unit})", grid_axis="y")
     if ax.get_legend():
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "no step time"
-    return f"{value * 1e3:.0f} ms" if value < 10 else f"{value:.1f} s"

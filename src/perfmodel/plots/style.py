@@ -49,3 +49,34 @@ def estimate_label(item: dict) -> str:
     """Short bar label: workload, GPU count x GPU, precision."""
     hardware, plan = item.get("hardware", {}), item.get("plan", {})
     return f"{item.get('workload', '?')}\n{hardware.get('num_gpus', '?')} x {hardware.get('gpu', '?')} {plan.get('precision', '')}".strip()
+
+
+def estimate_title(item: dict, what: str) -> str:
+    """Two lines: ``what`` and "llama2-7b on 8 x H100-SXM5-80GB, bf16 TP1 PP1 DP8, selective recompute, ZeRO-3"."""
+    from perfmodel.ranking import plan_label
+
+    hardware, plan = item.get("hardware", {}), item.get("plan", {})
+    try:
+        layout = f"{plan.get('precision', '')} {plan_label(plan)}".strip()
+    except (KeyError, TypeError, ValueError):
+        layout = plan.get("precision", "")
+    gpus = f"{hardware.get('num_gpus', '?')} x {hardware.get('gpu', '?')}"
+    return f"{what}\n{item.get('workload', '?')} on {gpus}, {layout}"
+
+
+def label_points(ax, points, fontsize: int = 7, min_gap: tuple[float, float] = (0.12, 0.05)) -> int:
+    """Annotate ``points`` ((x, y, text), most important first) on log-log axes, skipping any whose
+    anchor is within ``min_gap`` (decades in x, y) of one already labelled, so labels never
+    overprint.  Returns how many were skipped."""
+    import math
+
+    placed: list[tuple[float, float]] = []
+    skipped = 0
+    for x, y, text in points:
+        lx, ly = math.log10(x), math.log10(y)
+        if any(abs(lx - px) < min_gap[0] and abs(ly - py) < min_gap[1] for px, py in placed):
+            skipped += 1
+            continue
+        placed.append((lx, ly))
+        ax.annotate(text, (x, y), fontsize=fontsize, xytext=(4, 3), textcoords="offset points")
+    return skipped

@@ -1,4 +1,5 @@
-"""Predicted against measured on log-log axes: the y = x line, a +-10 % band, one colour per GPU."""
+"""How far the model is from measurements, in a form that shows errors of a few percent: the
+predicted / measured ratio per kind (one point per row, colour per GPU) and the APE CDF per kind."""
 
 from __future__ import annotations
 
@@ -6,48 +7,49 @@ import numpy as np
 
 from perfmodel.plots.style import colour, finish, new_figure
 
-_MARKERS = {"gemm": "o", "memcpy": "s", "collective": "^", "train": "D"}
+BANDS = (0.10, 0.50)  # relative bands drawn around 1
 
 
-def predicted_vs_measured(frame, title: str | None = None, band: float = 0.10):
-    """Scatter of predicted vs measured values of a :func:`perfmodel.calibration.validate.validate`
-    frame (rows the model could not predict are left out and counted in the title), colour per
-    GPU, marker per kind, with y = x and the ``+-band`` relative band.  Each point is in its own
-    row's ``metric`` unit (time_us, busbw_GBps, tflops, samples_per_s, ...), so mixed metrics share
-    one chart and only the distance to the diagonal compares across points; the median APE per
-    GPU is in the legend.
-    Returns a matplotlib ``Figure``."""
+def prediction_error(frame, title: str | None = None):
+    """Two panels for a :func:`perfmodel.calibration.validate.validate` frame: left, the ratio
+    predicted / measured of every predicted row by kind (log axis centred on 1, jittered strips,
+    colour per GPU, +-10 % and +-50 % bands), so each row is compared with its own measurement in
+    its own unit; right, the cumulative share of rows under each absolute percentage error, one
+    line per kind, with its median in the legend.  Rows the model could not predict are left out
+    and counted in the title.  Returns a matplotlib ``Figure``."""
     missing = {"gpu", "kind", "measured", "predicted", "ape"} - set(frame)
     if missing:
-        raise ValueError(f"predicted_vs_measured needs a validate() frame; missing columns: {', '.join(sorted(missing))}")
-    if not 0 < band < 1:
-        raise ValueError(f"band must be a fraction in (0, 1), got {band}")
+        raise ValueError(f"prediction_error needs a validate() frame; missing columns: {', '.join(sorted(missing))}")
     ok = frame["predicted"].notna() & (frame["predicted"] > 0) & (frame["measured"] > 0)
     rows = frame[ok]
-    fig, ax = new_figure(7.0, 6.0)
-    for index, (gpu, group) in enumerate(rows.groupby(rows["gpu"].fillna("?"), sort=True)):
-        for kind, part in group.groupby("kind", sort=True):
-            first = kind == group["kind"].min()
-            ax.scatter(part["measured"], part["predicted"], s=22, color=colour(index),
-                       marker=_MARKERS.get(kind, "x"), alpha=0.8,
-                       label=f"{gpu} (median APE {100 * group['ape'].median():.0f} %)" if first else None)
-    for kind, marker in _MARKERS.items():
-        if (rows["kind"] == kind).any():
-            ax.scatter([], [], marker=marker, color="0.4", label=f"kind: {kind}")
-    if len(rows):
-        low = float(min(rows["measured"].min(), rows["predicted"].min())) / 2
-        high = float(max(rows["measured"].max(), rows["predicted"].max())) * 2
-        line = np.geomspace(low, high, 50)
-        ax.plot(line, line, color="black", linewidth=1, label="y = x")
-        ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.5", alpha=0.2,
-                        label=f"+-{100 * band:.0f} %")
-        ax.set_xlim(low, high)
-        ax.set_ylim(low, high)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    fig, (left, right) = new_figure(12.0, 5.0, ncols=2)
+    kinds = sorted(rows["kind"].unique())
+    rng = np.random.default_rng(0)  # fixed jitter: the figure is the same every time
+    gpus = sorted(rows["gpu"].fillna("?").unique())
+    for g, gpu in enumerate(gpus):
+        part = rows[rows["gpu"].fillna("?") == gpu]
+        x = np.array([kinds.index(k) for k in part["kind"]]) + rng.uniform(-0.3, 0.3, len(part))
+        left.scatter(x, part["predicted"] / part["measured"], s=10, alpha=0.6, color=colour(g), label=gpu)
+    for band, shade in zip(sorted(BANDS, reverse=True), ("0.92", "0.78")):  # wide band first, under the narrow
+        left.axhspan(1 - band, 1 + band, color=shade, zorder=0)
+    left.axhline(1.0, color="black", linewidth=1)
+    left.set_yscale("log")
+    left.set_xticks(range(len(kinds)), [f"{k}\n({(rows['kind'] == k).sum()} rows)" for k in kinds])
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    left.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    left.yaxis.set_minor_formatter(NullFormatter())
+    finish(left, "predicted / measured per row (bands: +-10 %, +-50 %)", "kind of measurement",
+           "predicted / measured (x, 1 = exact)", legend=False)
+    left.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.2), title="GPU", title_fontsize=7)
+    for k, kind in enumerate(kinds):
+        ape = np.sort(100.0 * rows.loc[rows["kind"] == kind, "ape"].to_numpy())
+        share = np.arange(1, len(ape) + 1) / len(ape) * 100.0
+        right.step(ape, share, where="post", color=colour(k), label=f"{kind} (median {np.median(ape):.0f} %)")
+    right.set_xscale("log")
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    right.set_ylim(0, 100)
+    finish(right, "share of rows within an error", "absolute percentage error (%)", "rows at or below it (%)")
     skipped = len(frame) - len(rows)
-    finish(ax, title or f"Predicted vs measured ({len(rows)} rows, {skipped} not predicted)",
-           "measured (unit of the row's metric: us, GB/s, TFLOP/s, samples/s, ...)",
-           "predicted (same unit as measured: us, GB/s, ...)", legend=False)
-    ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title or f"Prediction error on {len(rows)} measured rows ({skipped} not predicted)")
     return fig
