@@ -226,7 +226,7 @@ def test_infeasible_candidates_carry_their_reasons(stub, catalog):
     frame = rank(scenario(), catalog, PROFILE, instances=["test/tiny", "test/lonely"], nodes=[1, 2])
     tiny = frame[frame["instance"] == "test/tiny"]
     assert not tiny["feasible"].any()
-    assert tiny["reasons"].str.contains("no plan fits in GPU memory").all()
+    assert tiny["reasons"].str.contains("does not fit in GPU memory").all()
     lonely = frame[(frame["instance"] == "test/lonely") & (frame["nodes"] == 2)]
     assert "no inter-node network" in lonely.iloc[0]["reasons"]
 
@@ -337,7 +337,7 @@ def test_cli_table_and_library_errors(stub, rank_cli, catalog, tmp_path, capsys,
     path.write_text(yaml.safe_dump(scenario()))
     assert main(["rank", str(path), "--instances", "test/fast,test/tiny", "--max-nodes", "2", "--all"]) == 0
     out = capsys.readouterr().out
-    assert "4 candidates, 2 feasible" in out and "no plan fits in GPU memory" in out
+    assert "4 candidates, 2 feasible" in out and "does not fit in GPU memory" in out
     assert main(["rank", str(path), "--instances", "test/fast", "--pricing", "free"]) == 2
     assert "pricing 'free' is unknown" in capsys.readouterr().err
 

@@ -1,9 +1,11 @@
 """Fit efficiency parameters to measurements: ``calibrate(measurements) -> CalibrationProfile``.
 
-Least squares on the log error log(predicted / measured) of every predictable row, plus one prior
-residual per fitted value that pulls it towards its registered default (width
-``Parameter.prior_log_sigma``), within the parameter's bounds (scipy.optimize.least_squares, trust
-region reflective).  The priors keep a parameter that few rows inform from running to nonsense.
+Least squares on the log error log(predicted / measured) of every predictable row, in units of the
+rows' robust log-error spread at the start (:func:`_log_error_scale`), plus one prior residual per
+fitted value that pulls it towards its declared default (width ``Parameter.prior_log_sigma``),
+within the parameter's bounds (scipy.optimize.least_squares, trust region reflective): a maximum
+a posteriori fit with log-normal errors and priors.  The priors keep a parameter that few rows
+inform from running to nonsense.
 
 Parameters are shared across rows by physics, never per row: an ``architecture`` parameter has
 one value per GPU architecture in the rows, a ``link_kind`` parameter one per link kind.  The fit
@@ -66,6 +68,8 @@ MAX_EVALUATIONS = 25  # trust-region steps per stage (each also costs one Jacobi
 # by the data": the rows narrow the prior by less than half, so the optimum would only follow the
 # optimizer's rounding.  calibrate() keeps such a value at its prior and says so.
 DETERMINED_RATIO = 0.5
+# floor of the rows' log-error scale (2 %: repeat runs of one GPU benchmark rarely agree better)
+MIN_LOG_ERROR_SCALE = 0.02
 
 
 def row_groups(rows, catalog) -> dict[str, set[str]]:
@@ -165,13 +169,14 @@ def _fit_stage(rows, keys, profile, catalog):
     lower, upper = to_x(low), to_x(high)
     x0 = np.clip(to_x(start), lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))
     measured = rows["value"].to_numpy(dtype=float)
+    scale = _log_error_scale(np.log(predict(rows, catalog, profile)["predicted"].to_numpy(dtype=float) / measured))
 
     def residuals(x):
         values = from_x(x)
         trial = profile.with_values(**dict(zip(keys, values)))
         predicted = predict(rows, catalog, trial)["predicted"].to_numpy(dtype=float)
         error = np.log(predicted / measured)
-        error = np.where(np.isfinite(error), error, _UNPREDICTED_PENALTY)
+        error = np.where(np.isfinite(error), error, _UNPREDICTED_PENALTY) / scale
         prior_error = np.where(logs, (x - to_x(prior)) / width, (values - prior) / (width * (high - low)))
         return np.concatenate([error, prior_error])
 
@@ -183,6 +188,18 @@ def _fit_stage(rows, keys, profile, catalog):
     std = np.where(logs, values * std_x, std_x)
     return (dict(zip(keys, values)), dict(zip(keys, std)), dict(zip(keys, std_x / prior_sd_x)),
             dict(zip(keys, prior)), result)
+
+
+def _log_error_scale(start_errors) -> float:
+    """The rows' log-error scale that weighs them against the priors: the robust spread (1.4826 x
+    the median absolute deviation from the median, a normal sigma; Huber 1981) of the log errors at
+    the starting values, so a common bias does not count as noise; at least
+    :data:`MIN_LOG_ERROR_SCALE`."""
+    finite = start_errors[np.isfinite(start_errors)]
+    if finite.size < 2:
+        return 1.0
+    spread = 1.4826 * float(np.median(np.abs(finite - np.median(finite))))
+    return max(spread, MIN_LOG_ERROR_SCALE)
 
 
 def _posterior_sd(data_jacobian, data_residuals, prior_sd_x):
