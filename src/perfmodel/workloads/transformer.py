@@ -27,6 +27,23 @@ dropout, bidirectional, MLM + NSP pretraining heads with the decoder tied to the
 Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned positions,
 classifier on the class token; Dosovitskiy et al. 2021; no dropout, as in the timm recipes).
 RoPE and bias-add costs are not modelled (fused into neighbouring kernels).
+
+Per-shape variations read from HuggingFace configs (:mod:`perfmodel.workloads.hf`): ``qkv_bias``
+(Qwen2 has biases on q, k, v only), ``learned_positions`` (GPT-NeoX is a GPT-style model with
+rotary positions, so no position table).
+
+Mixture of experts (``experts > 1``; Shazeer et al. 2017, Fedus et al. 2022 Switch Transformer
+Sec. 2.1, Jiang et al. 2024 Mixtral Sec. 2.1): the MLP becomes ``experts`` MLPs of width
+``ffn_hidden`` and a router ``T x E x h`` (replicated on tensor-parallel ranks) whose softmax
+picks ``top_k`` experts per token.  Expert GEMMs are grouped GEMMs (``batch_gemms = E``) of
+``m = cf k T / E`` rows each, where the capacity factor ``cf`` pads every expert's buffer to
+``cf x`` its balanced share (Switch Sec. 2.1; ``None`` = dropless, as Mixtral/MegaBlocks run,
+counted as 1): the table counts executed work, ``cf k T`` token-expert pairs per GPU.  All
+experts sit on every GPU here (expert parallelism 1); with expert parallelism ``ep`` over the
+data-parallel ranks each GPU keeps ``E/ep`` experts (``OpTable.total("params", expert=True) /
+ep``) and, balanced, still computes ``cf k T`` pairs, exchanged by two all-to-alls per layer
+forward and two backward (:func:`moe_all_to_all_bytes`).  ``Workload.active_params`` counts the
+``top_k`` experts a token uses.
 """
 
 from __future__ import annotations
@@ -40,12 +57,16 @@ from perfmodel.workloads.workload import (GELU_FLOPS, LOSS_FLOPS, NORM_FLOPS, RE
                                           OpSpec, Workload, activation_bytes, build_table, plan_arrays,
                                           positive_int)
 
-__all__ = ["TransformerShape", "transformer", "transformer_ops", "ARCHS"]
+__all__ = ["TransformerShape", "transformer", "transformer_ops", "moe_all_to_all_bytes", "ARCHS",
+           "MOE_ALL_TO_ALLS_PER_LAYER"]
 
 ARCHS = ("gpt", "llama", "bert", "vit")
 FFN_ACTS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 BERT_MAX_POSITIONS = 512  # BERT's learned position table (Devlin et al. 2019, Sec. 3 / A.2)
+# dispatch + combine in the forward pass, their gradients in the backward pass (GShard, Lepikhin
+# et al. 2021, Sec. 2.2; Megatron-Core MoE token dispatcher)
+MOE_ALL_TO_ALLS_PER_LAYER = 4
 
 
 
@@ -67,6 +88,11 @@ class TransformerShape:
     norm: str
     image_size: int | None = None
     patch_size: int | None = None
+    qkv_bias: bool | None = None  # None: the architecture's convention (bias)
+    learned_positions: bool | None = None  # None: gpt and bert have a position table, llama not
+    experts: int = 1  # > 1: mixture of experts (module docstring)
+    top_k: int = 1
+    capacity_factor: float | None = None  # None: dropless
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -89,6 +115,14 @@ class TransformerShape:
             if self.seq_len != (image // patch) ** 2 + 1:
                 raise ValueError(f"seq_len for vit must be (image_size/patch_size)^2 + 1 = "
                                  f"{(image // patch) ** 2 + 1}, got {self.seq_len}")
+        positive_int(self.experts, "experts")
+        positive_int(self.top_k, "top_k")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.capacity_factor is not None and not (isinstance(self.capacity_factor, (int, float))
+                                                     and not isinstance(self.capacity_factor, bool)
+                                                     and self.capacity_factor > 0):
+            raise ValueError(f"capacity_factor must be a positive number, got {self.capacity_factor!r}")
         if self.arch == "bert" and self.seq_len > BERT_MAX_POSITIONS:
             raise ValueError(f"seq_len {self.seq_len} exceeds BERT's {BERT_MAX_POSITIONS} positions")
 
@@ -104,6 +138,23 @@ class TransformerShape:
     def bias(self) -> bool:
         return self.arch != "llama"
 
+    @property
+    def has_qkv_bias(self) -> bool:
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def position_table(self) -> bool:
+        return self.arch in ("gpt", "bert") if self.learned_positions is None else self.learned_positions
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def expert_rows_factor(self) -> float:
+        """Token-expert pairs computed per token: ``cf x top_k`` (dropless: ``top_k``)."""
+        return (1.0 if self.capacity_factor is None else float(self.capacity_factor)) * self.top_k
+
     def plan_valid(self, tp=1, cp=1) -> np.ndarray:
         """True where Megatron can split this shape: ``tp`` divides heads and ffn_hidden, ``tp``
         and kv_heads divide one another (kv heads are replicated when tp > kv_heads), ``cp``
@@ -117,11 +168,14 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
                 heads: int = 12, kv_heads: int | None = None, ffn_hidden: int | None = None,
                 ffn_act: str | None = None, seq_len: int | None = None, vocab: int | None = None,
                 causal: bool | None = None, tied_embeddings: bool | None = None, norm: str | None = None,
-                image_size: int | None = None, patch_size: int | None = None) -> Workload:
+                image_size: int | None = None, patch_size: int | None = None, qkv_bias: bool | None = None,
+                learned_positions: bool | None = None, experts: int = 1, top_k: int = 1,
+                capacity_factor: float | None = None) -> Workload:
     """A transformer workload; unset fields take the architecture's convention (module docstring):
     ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
     for gpt/llama, tied for gpt/bert, RMSNorm for llama.  ViT takes ``image_size``/``patch_size``
-    (``seq_len`` follows) and ``vocab`` = classes (default 1000)."""
+    (``seq_len`` follows) and ``vocab`` = classes (default 1000).  ``experts > 1`` makes every MLP
+    a mixture of experts with ``top_k`` routing (``ffn_hidden`` is one expert's width)."""
     if arch not in ARCHS:
         raise ValueError(f"arch {arch!r} is not known; allowed: {', '.join(ARCHS)}")
     hidden_int = positive_int(hidden, "hidden")
@@ -143,16 +197,34 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
         causal=arch in ("gpt", "llama") if causal is None else causal,
         tied_embeddings=arch in ("gpt", "bert") if tied_embeddings is None else tied_embeddings,
         norm=norm or ("rmsnorm" if arch == "llama" else "layernorm"),
-        image_size=image_size, patch_size=patch_size)
+        image_size=image_size, patch_size=patch_size, qkv_bias=qkv_bias,
+        learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor)
     return workload_of(name, shape)
 
 
 def workload_of(name: str, shape: TransformerShape) -> Workload:
     """Wrap a shape into a :class:`Workload` (parameters counted from its op table)."""
     builder = partial(transformer_ops, shape)
-    params = float(builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True).total("params"))
+    table = builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True)
+    params = float(table.total("params"))
+    unused_experts = 1.0 - shape.top_k / shape.experts if shape.moe else 0.0
+    active = params - unused_experts * float(table.total("params", expert=True))
     return Workload(name=name, family="transformer", shape=shape, params=params,
-                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder)
+                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder, active_params=active)
+
+
+def moe_all_to_all_bytes(shape: TransformerShape, micro_batch=1, cp=1, precision: str = "bf16"):
+    """Bytes one GPU sends in one MoE all-to-all of one layer and one micro-batch (the buffer size
+    as nccl-tests counts it): its ``cf x top_k x b s / c`` routed token copies of ``h`` values.
+
+    One layer runs :data:`MOE_ALL_TO_ALLS_PER_LAYER` of them per micro-batch (dispatch and combine,
+    forward and backward); over an expert-parallel group of ``ep`` GPUs the share ``(ep-1)/ep``
+    leaves the GPU.  Dense shapes -> 0.  Floats or arrays that broadcast."""
+    A = activation_bytes(precision)
+    b, c = np.asarray(micro_batch, dtype=float), np.asarray(cp, dtype=float)
+    if not shape.moe:
+        return np.zeros(np.broadcast_shapes(b.shape, c.shape))
+    return A * shape.expert_rows_factor * b * shape.seq_len / c * shape.hidden
 
 
 def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precision: str = "bf16",
@@ -200,22 +272,49 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
 
     layer = [
         norm("attn_norm", T),
-        matmul("qkv", T, qkv_n, h, h * qkv_n + bias * qkv_n, A * T * h),
+        matmul("qkv", T, qkv_n, h, h * qkv_n + (1.0 if shape.has_qkv_bias else 0.0) * qkv_n, A * T * h),
         OpSpec("attention", "attention", m=s / c, n=s, k=d, batch_gemms=b * q_heads,
                flops=attention_flops, bytes=attention_bytes, saved_bytes=attention_saved),
         matmul("attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
         residual("attn_residual"),
         norm("mlp_norm", T),
-        matmul("mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
-        OpSpec("mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
-               saved_bytes=A * up_mats * T * f),
-        matmul("mlp_down", T, h, f, h * f + bias * h, A * T * f),
+        *(_moe_ops(shape, T, f, up_mats, A, bias, act_flops) if shape.moe else [
+            matmul("mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
+            OpSpec("mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
+                   saved_bytes=A * up_mats * T * f),
+            matmul("mlp_down", T, h, f, h * f + bias * h, A * T * f)]),
         residual("mlp_residual"),
     ]
     pre, post = _pre_ops(shape, b, t, c, T, A, mask, matmul, norm), _post_ops(shape, b, t, T, A, matmul, norm)
     ops = pre + layer + post
     repeat = [1] * len(pre) + [shape.layers] * len(layer) + [1] * len(post)
     return build_table(ops, repeat, plan_shape)
+
+
+def _moe_ops(shape: TransformerShape, T, f, up_mats, A, bias, dense_act_flops):
+    """Router, its top-k softmax, the experts' grouped GEMMs and the weighted combine (module
+    docstring); ``f`` is one expert's width per tensor-parallel rank."""
+    h, E = shape.hidden, shape.experts
+    pairs = shape.expert_rows_factor * T               # token-expert pairs computed per GPU
+    rows = pairs / E                                   # rows of each expert's GEMM
+
+    def grouped(name, n, k, params, saved):
+        return OpSpec(name, "matmul", m=rows, n=n, k=k, batch_gemms=E, flops=2 * pairs * n * k,
+                      bytes=A * (pairs * k + E * k * n + pairs * n), params=params, saved_bytes=saved,
+                      expert=True)
+
+    return [
+        OpSpec("router", "matmul", m=T, n=E, k=h, flops=2 * T * E * h, bytes=A * (T * h + h * E + T * E),
+               params=h * E, saved_bytes=0.0),          # its input is mlp_norm's output, kept by the experts
+        OpSpec("router_softmax", "softmax", fp32=True, flops=LOSS_FLOPS * T * E, bytes=(A + 4) * T * E,
+               saved_bytes=4 * T * E),
+        grouped("expert_up", up_mats * f, h, E * up_mats * (h * f + bias * f), A * pairs * h),
+        OpSpec("expert_act", "elementwise", flops=dense_act_flops / T * pairs, bytes=A * (up_mats + 1) * pairs * f,
+               saved_bytes=A * up_mats * pairs * f),
+        grouped("expert_down", h, f, E * (h * f + bias * h), A * pairs * f),
+        OpSpec("expert_combine", "elementwise", flops=2 * pairs * h, bytes=A * (pairs + T) * h,
+               saved_bytes=A * pairs * h),            # weighted sum of the top-k expert outputs
+    ]
 
 
 def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
@@ -226,7 +325,9 @@ def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
         params = pixels * h + h + h + s * h           # patch GEMM + bias, class token, positions
         return [matmul("patch_embed", b * patches / c, h, pixels, params, A * b * patches / c * pixels, "pre")]
     positions = {"gpt": s, "bert": BERT_MAX_POSITIONS + 2, "llama": 0}[shape.arch]  # bert: + 2 token types
-    lookups = 1 + (shape.arch != "llama") + (shape.arch == "bert")
+    learned = shape.position_table
+    positions = positions if learned else 0
+    lookups = 1 + learned + (shape.arch == "bert")
     ops = [OpSpec("embedding", "embedding", "pre", flops=(lookups - 1) * T * h,
                   bytes=(A * (lookups + 1) + mask * (shape.arch != "bert")) * T * h,
                   params=V * h / t + positions * h,
