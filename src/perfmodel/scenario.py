@@ -42,9 +42,12 @@ class _Section(BaseModel):
 
 
 class WorkloadSpec(_Section):
-    """A zoo model by name, or ``model: transformer`` with its shape (measurement CSV columns)."""
+    """A zoo model by name, ``model: transformer`` with its shape (measurement CSV columns), or
+    ``hf_config: path/to/config.json`` (a HuggingFace config; a relative path is relative to the
+    scenario file; shape fields given with it override the file's, e.g. ``seq_len``)."""
 
-    model: str = Field(min_length=1)
+    model: str | None = Field(None, min_length=1)
+    hf_config: str | None = Field(None, min_length=1, description="HuggingFace config.json path")
     layers: int | None = Field(None, gt=0)
     hidden: int | None = Field(None, gt=0)
     heads: int | None = Field(None, gt=0)
@@ -54,6 +57,12 @@ class WorkloadSpec(_Section):
     seq_len: int | None = Field(None, gt=0)
     vocab: int | None = Field(None, gt=0)
     image_size: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_model(self):
+        if (self.model is None) == (self.hf_config is None):
+            raise ValueError("give one of 'model' (a zoo name or transformer) and 'hf_config' (a config.json path)")
+        return self
 
 
 class HardwareSpec(_Section):
@@ -150,7 +159,18 @@ def load_scenario(source: str | Path | dict) -> Scenario:
             raise ScenarioError(f"{where}: not valid YAML/JSON ({error})") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: a scenario is a mapping with 'workload' and 'hardware'")
+    if not isinstance(source, dict):
+        data = _relative_to(data, Path(source).parent)
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
         raise ScenarioError(format_validation_error(error, where)) from None
+
+
+def _relative_to(data: dict, folder: Path) -> dict:
+    """``workload.hf_config`` resolved against the scenario file's folder when it is relative."""
+    workload = data.get("workload")
+    path = workload.get("hf_config") if isinstance(workload, dict) else None
+    if isinstance(path, str) and path and not Path(path).expanduser().is_absolute():
+        data = {**data, "workload": {**workload, "hf_config": str(folder / path)}}
+    return data

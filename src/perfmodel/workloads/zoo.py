@@ -37,12 +37,15 @@ CNN tables:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
 from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.hf import load_hf_config
 from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
 from perfmodel.workloads.workload import Workload
 
@@ -240,8 +243,27 @@ def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workloa
 _SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size")
 
 
+@functools.lru_cache(maxsize=64)
+def _hf_cached(path: str, modified_ns: int, overrides: tuple) -> Workload:
+    return load_hf_config(path, **dict(overrides))
+
+
+def _hf_workload(path: str, given: dict) -> Workload:
+    """A HuggingFace config.json's workload (cached per file version and overrides)."""
+    if "image_size" in given:
+        raise ValueError("image_size does not apply to hf_config (the file gives it)")
+    try:
+        modified = os.stat(path).st_mtime_ns
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read config.json ({error.strerror})") from None
+    return _hf_cached(str(path), modified, tuple(sorted(given.items())))
+
+
 def workload_from_spec(spec) -> Workload:
     """A :class:`~perfmodel.scenario.WorkloadSpec` (or the same fields in a mapping) as a workload.
+
+    ``hf_config: path`` reads a HuggingFace config.json (:mod:`perfmodel.workloads.hf`); shape
+    fields given with it override the file's.
 
     ``model: transformer`` needs layers, hidden, heads, seq_len and vocab; it is a Llama-style
     model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style.  A zoo
@@ -250,6 +272,10 @@ def workload_from_spec(spec) -> Workload:
     fields = spec if isinstance(spec, dict) else spec.model_dump()
     model = fields.get("model")
     given = {key: fields[key] for key in _SHAPE_FIELDS if fields.get(key) is not None}
+    if fields.get("hf_config") is not None:
+        if model is not None:
+            raise ValueError("give one of 'model' and 'hf_config', not both")
+        return _hf_workload(fields["hf_config"], given)
     if model == "transformer":
         missing = [key for key in ("layers", "hidden", "heads", "seq_len", "vocab") if key not in given]
         if missing:
