@@ -117,6 +117,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     base = {"workload": workload.name, "hardware": hardware_summary(cluster), "plan": plan,
             "assumptions": {"profile": profile.provenance.get("name", "defaults"),
                             "flash_attention": plan["flash_attention"]}}
+    if cluster.assumed:  # hardware fields filled from a reference (issue 15: reference fabrics)
+        base["assumptions"]["assumed"] = list(cluster.assumed)
     choices = completions(scenario.plan, workload.family)
     candidates = [{**plan, **choice} for choice in choices]
     arrays = [as_arrays(candidate) for candidate in candidates]

@@ -19,12 +19,13 @@ from perfmodel.profile import CalibrationProfile, default_profile
 Predictor = Callable[[pd.DataFrame, Catalog, CalibrationProfile], pd.DataFrame]
 PREDICTORS: dict[str, Predictor] = {}
 
-RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason"]
+RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason", "assumed"]
 
 
 def register_predictor(kind: str) -> Callable[[Predictor], Predictor]:
     """Decorator: ``predictor(rows, catalog, profile)`` returns a DataFrame indexed like ``rows``
-    with columns ``predicted`` (float or NaN) and ``reason`` (None or a string)."""
+    with columns ``predicted`` (float or NaN) and ``reason`` (None or a string), and optionally
+    ``assumed`` (None or the inputs the row did not state and a reference filled in)."""
 
     def wrap(function: Predictor) -> Predictor:
         PREDICTORS[kind] = function
@@ -40,8 +41,9 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
     catalog = catalog or load_catalog()
     profile = profile or default_profile()
-    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=measurements.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=measurements.index)
     out["reason"] = out["reason"].astype(object)
+    out["assumed"] = out["assumed"].astype(object)
     for kind, rows in measurements.groupby("kind", sort=False):
         predictor = PREDICTORS.get(kind)
         if predictor is None:
@@ -50,6 +52,8 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
         result = predictor(rows, catalog, profile)
         out.loc[rows.index, "predicted"] = result["predicted"].astype(float)
         out.loc[rows.index, "reason"] = result["reason"]
+        if "assumed" in result:
+            out.loc[rows.index, "assumed"] = result["assumed"]
     bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
     out.loc[bad, "reason"] = "model returned a non-positive or non-finite value"
     out.loc[bad, "predicted"] = np.nan
@@ -58,7 +62,7 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
 def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
              profile: CalibrationProfile | None = None) -> pd.DataFrame:
-    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason.
+    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason, assumed.
 
     ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
     ``predicted`` and ``ape`` and a ``reason``.  When the profile has prediction intervals,
@@ -73,6 +77,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         "measured": measurements["value"].astype(float),
         "predicted": predicted["predicted"],
         "reason": predicted["reason"],
+        "assumed": predicted["assumed"],
     })
     result["ape"] = (result["predicted"] - result["measured"]).abs() / result["measured"]
     profile = profile or default_profile()

@@ -36,6 +36,8 @@ def print_estimate(result) -> None:
     plan = result.plan
     print("plan: " + " ".join(f"{k}={plan[k]}" for k in ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch",
                                                           "global_batch", "recompute", "zero")))
+    for line in result.assumptions.get("assumed", []):  # issue 15: hardware filled from a reference
+        print(f"assumed: {line}")
     chosen = result.assumptions.get("chosen_by_search") or result.assumptions.get("chosen_by_estimator")
     if chosen:
         print("      (not fixed by the scenario, chosen as the fastest that fits: " + ", ".join(chosen) + ")")

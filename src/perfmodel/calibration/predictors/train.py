@@ -91,8 +91,9 @@ def _metric_value(metric: str, result: dict, workload, cluster, row) -> tuple[fl
 
 @register_predictor("train")
 def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
-    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=rows.index)
     out["reason"] = out["reason"].astype(object)
+    out["assumed"] = out["assumed"].astype(object)
     groups: dict[tuple, list] = {}
     for index, row in rows.iterrows():
         try:
@@ -100,6 +101,7 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
             workload = _workload(_workload_spec(row).model_dump_json())
             cluster = catalog.cluster(**_hardware(row))
+            out.at[index, "assumed"] = "; ".join(cluster.assumed) or None  # issue 15: reference fabrics
             plan = resolve_plan(_plan(row), cluster.num_gpus, cluster.gpu, workload.family)
             cluster.gpu.peak(plan["precision"])
         except ValueError as error:
