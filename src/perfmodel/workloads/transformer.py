@@ -257,37 +257,71 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         return OpSpec(name, "elementwise", flops=RESIDUAL_FLOPS * T * h,
                       bytes=(3 * A + mask) * T * h, saved_bytes=mask * T * h)
 
-    scores = b * q_heads * (s / c) * s                   # score-matrix elements per GPU
-    attention_flops = 4 * scores * d
-    if flash_attention:
-        attention_bytes = A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
-        attention_saved = A * T * qkv_n + 4 * b * q_heads * (s / c)      # Q, K, V + fp32 LSE
-        if shape.causal:
-            attention_flops = attention_flops / 2
-    else:
-        attention_bytes = (A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
-                           + scores * (4 * A + (2 * A + 1) * mask))       # S, softmax, dropout, PV
-        attention_saved = A * T * qkv_n + scores * (A + (A + 1) * mask)   # Q,K,V, softmax, dropout
-    act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
+    def attention(name, kv_len, causal, score_gemms=2):
+        """Scores and PV of ``T`` queries over ``kv_len`` keys: ``2 score_gemms`` FLOP per score
+        element and head dimension (2 GEMMs: QK^T, PV; Transformer-XL adds the position term BD)."""
+        scores = b * q_heads * (s / c) * kv_len          # score-matrix elements per GPU
+        flops = 2 * score_gemms * scores * d
+        qkv_bytes = A * (T * q_heads * d + 2 * T * (kv_len / s) * kv_heads * d)
+        io_bytes = A * (2 * T * q_heads * d + 2 * b * kv_len * kv_heads * d)
+        if flash_attention:
+            byte_count, saved = io_bytes, qkv_bytes + 4 * b * q_heads * (s / c)     # Q, K, V + fp32 LSE
+            flops = flops / 2 if causal else flops
+        else:                                            # S (+ BD), softmax, dropout, PV; keep softmax, mask
+            byte_count = io_bytes + scores * (4 * A + (2 * A + 1) * mask + 2 * A * (score_gemms - 2))
+            saved = qkv_bytes + scores * (A + (A + 1) * mask)
+        return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads,
+                      flops=flops, bytes=byte_count, saved_bytes=saved)
 
-    layer = [
-        norm("attn_norm", T),
-        matmul("qkv", T, qkv_n, h, h * qkv_n + (1.0 if shape.has_qkv_bias else 0.0) * qkv_n, A * T * h),
-        OpSpec("attention", "attention", m=s / c, n=s, k=d, batch_gemms=b * q_heads,
-               flops=attention_flops, bytes=attention_bytes, saved_bytes=attention_saved),
-        matmul("attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
-        residual("attn_residual"),
-        norm("mlp_norm", T),
-        *(_moe_ops(shape, T, f, up_mats, A, bias, act_flops) if shape.moe else [
-            matmul("mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
-            OpSpec("mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
-                   saved_bytes=A * up_mats * T * f),
-            matmul("mlp_down", T, h, f, h * f + bias * h, A * T * f)]),
-        residual("mlp_residual"),
-    ]
+    act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
+    qkv_bias = 1.0 if shape.has_qkv_bias else 0.0
+
+    def self_attention(prefix, causal):
+        if shape.arch == "txl":  # keys over the cached memory and the segment (Dai et al. 2019, Sec. 3.3)
+            klen = s + shape.mem_len
+            tokens = T * klen / s
+            return [norm(prefix + "attn_norm", T),
+                    matmul(prefix + "qkv", tokens, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * tokens * h),
+                    matmul(prefix + "pos_proj", klen, q_heads * d, h, h * q_heads * d, A * klen * h),
+                    attention(prefix + "attention", klen, causal, score_gemms=3),
+                    matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
+                    residual(prefix + "attn_residual")]
+        return [norm(prefix + "attn_norm", T),
+                matmul(prefix + "qkv", T, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * T * h),
+                attention(prefix + "attention", s, causal),
+                matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
+                residual(prefix + "attn_residual")]
+
+    def cross_attention(prefix):
+        """Decoder queries over the encoder output (source as long as the target; Vaswani et al. 2017)."""
+        q_n, kv_n = q_heads * d, 2 * kv_heads * d
+        return [norm(prefix + "attn_norm", T),
+                matmul(prefix + "q", T, q_n, h, h * q_n + bias * q_n, A * T * h),
+                matmul(prefix + "kv", T, kv_n, h, h * kv_n + bias * kv_n, A * T * h),
+                attention(prefix + "attention", s, causal=False),
+                matmul(prefix + "attn_out", T, h, q_n, h * q_n + bias * h, A * T * q_n),
+                residual(prefix + "attn_residual")]
+
+    def mlp(prefix):
+        return [norm(prefix + "mlp_norm", T),
+                *(_moe_ops(shape, T, f, up_mats, A, bias, act_flops) if shape.moe else [
+                    matmul(prefix + "mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
+                    OpSpec(prefix + "mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
+                           saved_bytes=A * up_mats * T * f),
+                    matmul(prefix + "mlp_down", T, h, f, h * f + bias * h, A * T * f)]),
+                residual(prefix + "mlp_residual")]
+
+    if shape.arch == "encdec":
+        encoder = self_attention("enc_", causal=False) + mlp("enc_")
+        decoder = self_attention("dec_", causal=True) + cross_attention("dec_cross_") + mlp("dec_")
+        layer, layer_repeat = encoder + decoder, ([shape.encoder_layers] * len(encoder)
+                                                  + [shape.layers - shape.encoder_layers] * len(decoder))
+    else:
+        layer = self_attention("", shape.causal) + mlp("")
+        layer_repeat = [shape.layers] * len(layer)
     pre, post = _pre_ops(shape, b, t, c, T, A, mask, matmul, norm), _post_ops(shape, b, t, T, A, matmul, norm)
     ops = pre + layer + post
-    repeat = [1] * len(pre) + [shape.layers] * len(layer) + [1] * len(post)
+    repeat = [1] * len(pre) + layer_repeat + [1] * len(post)
     return build_table(ops, repeat, plan_shape)
 
 
