@@ -28,6 +28,22 @@ Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned
 classifier on the class token; Dosovitskiy et al. 2021; no dropout, as in the timm recipes).
 RoPE and bias-add costs are not modelled (fused into neighbouring kernels).
 
+``txl`` (Transformer-XL, Dai et al. 2019, as NVIDIA DeepLearningExamples trains it): a causal
+decoder whose keys and values run over ``mem_len`` cached tokens plus the segment (the qkv GEMM
+over both, as the reference code concatenates them), a per-layer projection of the ``klen``
+relative position embeddings, and three attention GEMMs (content ``AC``, position ``BD``, ``PV``;
+Sec. 3.3), unfused whatever the plan says (the reference code's ``_rel_shift`` pads and re-slices
+the ``BD`` scores, then adds them to ``AC``: 7 bytes moved per score element and byte of
+precision, the ``rel_shift`` op); sinusoidal positions (no table); adaptive input and softmax (Baevski & Auli 2019;
+Grave et al. 2017) with clusters at ``adaptive_cutoffs``, cluster ``i`` of width
+``hidden / adaptive_div^i`` and projections to ``hidden`` when ``adaptive_div > 1``, tied to the
+softmax.  The op table counts the head cluster's logits (``cutoffs[0]`` words and one per tail
+cluster) for every token; the tail clusters' GEMMs run only for the tokens of rare words and are
+not counted.  ``encdec`` (Transformer, Vaswani et al. 2017): ``encoder_layers`` bidirectional
+layers, then ``layers - encoder_layers`` causal decoder layers with cross-attention over a
+source as long as the target (``seq_len`` tokens each; a sample is a sentence pair), sinusoidal
+positions, one embedding shared by source, target and output.
+
 Per-shape variations read from HuggingFace configs (:mod:`perfmodel.workloads.hf`): ``qkv_bias``
 (Qwen2 has biases on q, k, v only), ``learned_positions`` (GPT-NeoX is a GPT-style model with
 rotary positions, so no position table).
@@ -60,7 +76,7 @@ from perfmodel.workloads.workload import (GELU_FLOPS, LOSS_FLOPS, NORM_FLOPS, RE
 __all__ = ["TransformerShape", "transformer", "transformer_ops", "moe_all_to_all_bytes", "ARCHS",
            "MOE_ALL_TO_ALLS_PER_LAYER"]
 
-ARCHS = ("gpt", "llama", "bert", "vit")
+ARCHS = ("gpt", "llama", "bert", "vit", "txl", "encdec")
 FFN_ACTS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 BERT_MAX_POSITIONS = 512  # BERT's learned position table (Devlin et al. 2019, Sec. 3 / A.2)
@@ -93,6 +109,10 @@ class TransformerShape:
     experts: int = 1  # > 1: mixture of experts (module docstring)
     top_k: int = 1
     capacity_factor: float | None = None  # None: dropless
+    mem_len: int = 0  # txl: cached tokens attended to
+    encoder_layers: int | None = None  # encdec: the first ``encoder_layers`` of ``layers``
+    adaptive_cutoffs: tuple[int, ...] = ()  # txl: adaptive softmax cluster boundaries
+    adaptive_div: int = 1  # txl: width divisor per cluster
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -115,6 +135,19 @@ class TransformerShape:
             if self.seq_len != (image // patch) ** 2 + 1:
                 raise ValueError(f"seq_len for vit must be (image_size/patch_size)^2 + 1 = "
                                  f"{(image // patch) ** 2 + 1}, got {self.seq_len}")
+        if self.arch == "txl":
+            if isinstance(self.mem_len, bool) or not isinstance(self.mem_len, int) or self.mem_len < 0:
+                raise ValueError(f"mem_len must be a non-negative integer, got {self.mem_len!r}")
+            positive_int(self.adaptive_div, "adaptive_div")
+            if list(self.adaptive_cutoffs) != sorted(set(self.adaptive_cutoffs)) or any(
+                    not 0 < cut < self.vocab for cut in self.adaptive_cutoffs):
+                raise ValueError(f"adaptive_cutoffs {self.adaptive_cutoffs!r} must increase strictly within "
+                                 f"(0, vocab={self.vocab})")
+        if self.arch == "encdec":
+            encoder = positive_int(self.encoder_layers, "encoder_layers")
+            if encoder >= self.layers:
+                raise ValueError(f"encoder_layers ({encoder}) must be fewer than layers ({self.layers}), "
+                                 "which count encoder and decoder layers")
         positive_int(self.experts, "experts")
         positive_int(self.top_k, "top_k")
         if self.top_k > self.experts:
@@ -132,7 +165,7 @@ class TransformerShape:
 
     @property
     def dropout(self) -> bool:
-        return self.arch in ("gpt", "bert")
+        return self.arch in ("gpt", "bert", "txl", "encdec")
 
     @property
     def bias(self) -> bool:
@@ -170,12 +203,16 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
                 causal: bool | None = None, tied_embeddings: bool | None = None, norm: str | None = None,
                 image_size: int | None = None, patch_size: int | None = None, qkv_bias: bool | None = None,
                 learned_positions: bool | None = None, experts: int = 1, top_k: int = 1,
-                capacity_factor: float | None = None) -> Workload:
+                capacity_factor: float | None = None, mem_len: int = 0, encoder_layers: int | None = None,
+                adaptive_cutoffs: tuple[int, ...] = (), adaptive_div: int = 1) -> Workload:
     """A transformer workload; unset fields take the architecture's convention (module docstring):
     ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
     for gpt/llama, tied for gpt/bert, RMSNorm for llama.  ViT takes ``image_size``/``patch_size``
     (``seq_len`` follows) and ``vocab`` = classes (default 1000).  ``experts > 1`` makes every MLP
-    a mixture of experts with ``top_k`` routing (``ffn_hidden`` is one expert's width)."""
+    a mixture of experts with ``top_k`` routing (``ffn_hidden`` is one expert's width).  ``txl``
+    takes ``mem_len`` and the adaptive softmax (``adaptive_cutoffs``, ``adaptive_div``); ``encdec``
+    splits ``layers`` into ``encoder_layers`` (default half) and decoder layers; both are causal
+    decoders with tied embeddings and no position table by default."""
     if arch not in ARCHS:
         raise ValueError(f"arch {arch!r} is not known; allowed: {', '.join(ARCHS)}")
     hidden_int = positive_int(hidden, "hidden")
@@ -194,11 +231,13 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
         ffn_hidden=4 * hidden_int if ffn_hidden is None else ffn_hidden,
         ffn_act=ffn_act or ("swiglu" if arch == "llama" else "gelu"),
         seq_len=seq_len, vocab=vocab,
-        causal=arch in ("gpt", "llama") if causal is None else causal,
-        tied_embeddings=arch in ("gpt", "bert") if tied_embeddings is None else tied_embeddings,
+        causal=arch in ("gpt", "llama", "txl", "encdec") if causal is None else causal,
+        tied_embeddings=arch in ("gpt", "bert", "txl", "encdec") if tied_embeddings is None else tied_embeddings,
         norm=norm or ("rmsnorm" if arch == "llama" else "layernorm"),
         image_size=image_size, patch_size=patch_size, qkv_bias=qkv_bias,
-        learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor)
+        learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor,
+        mem_len=mem_len, adaptive_cutoffs=tuple(adaptive_cutoffs), adaptive_div=adaptive_div,
+        encoder_layers=(layers // 2 if arch == "encdec" and encoder_layers is None else encoder_layers))
     return workload_of(name, shape)
 
 
@@ -264,7 +303,7 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         flops = 2 * score_gemms * scores * d
         qkv_bytes = A * (T * q_heads * d + 2 * T * (kv_len / s) * kv_heads * d)
         io_bytes = A * (2 * T * q_heads * d + 2 * b * kv_len * kv_heads * d)
-        if flash_attention:
+        if flash_attention and shape.arch != "txl":  # no fused kernel computes TXL's position term
             byte_count, saved = io_bytes, qkv_bytes + 4 * b * q_heads * (s / c)     # Q, K, V + fp32 LSE
             flops = flops / 2 if causal else flops
         else:                                            # S (+ BD), softmax, dropout, PV; keep softmax, mask
@@ -284,6 +323,8 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
                     matmul(prefix + "qkv", tokens, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * tokens * h),
                     matmul(prefix + "pos_proj", klen, q_heads * d, h, h * q_heads * d, A * klen * h),
                     attention(prefix + "attention", klen, causal, score_gemms=3),
+                    OpSpec(prefix + "rel_shift", "elementwise", flops=b * q_heads * (s / c) * klen,
+                           bytes=7 * A * b * q_heads * (s / c) * klen),
                     matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
                     residual(prefix + "attn_residual")]
         return [norm(prefix + "attn_norm", T),
@@ -358,6 +399,11 @@ def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
         pixels = 3 * shape.patch_size ** 2
         params = pixels * h + h + h + s * h           # patch GEMM + bias, class token, positions
         return [matmul("patch_embed", b * patches / c, h, pixels, params, A * b * patches / c * pixels, "pre")]
+    if shape.arch == "txl":
+        return [_adaptive_embedding(shape, t, T, A, mask)]
+    if shape.arch == "encdec":  # source and target tokens through one table, scaled, plus sinusoids
+        return [OpSpec("embedding", "embedding", "pre", flops=2 * 2 * T * h, bytes=2 * (2 * A + mask) * T * h,
+                       params=V * h / t, saved_bytes=2 * mask * T * h)]
     positions = {"gpt": s, "bert": BERT_MAX_POSITIONS + 2, "llama": 0}[shape.arch]  # bert: + 2 token types
     learned = shape.position_table
     positions = positions if learned else 0
@@ -379,6 +425,8 @@ def _post_ops(shape, b, t, T, A, matmul, norm):
         return [norm("final_norm", T, "post"),
                 matmul("head", b, V, h, V * h + V, A * b * h, "post"),
                 _loss(b * V, A)]
+    if shape.arch == "txl":
+        return _adaptive_softmax(shape, t, T, A, matmul)
     decoder_bias = V / t if shape.arch == "bert" else 0
     logits_params = (0 if shape.tied_embeddings else V * h / t) + decoder_bias
     if shape.arch == "bert":  # MLM transform (dense, GELU, LayerNorm), tied decoder; pooler + NSP
@@ -391,6 +439,38 @@ def _post_ops(shape, b, t, T, A, matmul, norm):
     else:
         ops = [norm("final_norm", T, "post")]
     return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), _loss(T * V / t, A)]
+
+
+def _adaptive_clusters(shape: TransformerShape) -> list[tuple[int, int]]:
+    """(words, width) of each adaptive cluster: the head, then one per tail (Baevski & Auli 2019)."""
+    bounds = [0, *shape.adaptive_cutoffs, shape.vocab]
+    return [(hi - lo, shape.hidden // shape.adaptive_div ** i) for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def _adaptive_embedding(shape, t, T, A, mask):
+    """Adaptive input: each cluster's table at its width, projected to ``hidden`` when the widths
+    differ (``adaptive_div > 1``: every cluster has a projection); one lookup, scale and dropout."""
+    h = shape.hidden
+    clusters = _adaptive_clusters(shape)
+    params = sum(words * width for words, width in clusters)
+    if shape.adaptive_div > 1:
+        params += sum(h * width for _, width in clusters)
+    return OpSpec("embedding", "embedding", "pre", flops=T * h, bytes=(2 * A + mask) * T * h,
+                  params=params / t, saved_bytes=mask * T * h)
+
+
+def _adaptive_softmax(shape, t, T, A, matmul):
+    """Head-cluster logits for every token (module docstring; tails not counted).  Tied to the
+    embedding: its own parameters are the per-word biases, the cluster vectors and, with
+    ``adaptive_div > 1``, the untied head projection (DeepLearningExamples ``tie_projs``)."""
+    h, V = shape.hidden, shape.vocab
+    tails = len(shape.adaptive_cutoffs)
+    head = (shape.adaptive_cutoffs[0] if tails else V) + tails
+    params = V + tails * (h + 1)
+    ops = []
+    if shape.adaptive_div > 1:
+        ops.append(matmul("softmax_proj", T, h, h, h * h, A * T * h, "post"))
+    return ops + [matmul("logits", T, head / t, h, params / t, A * T * h, "post"), _loss(T * head / t, A)]
 
 
 def _loss(elements, A):

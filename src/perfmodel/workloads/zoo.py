@@ -17,6 +17,18 @@ Transformer shapes and their sources:
   vocabulary 30522 (uncased WordPiece); sequence 512 by default (override ``seq_len``).
 * ViT: Dosovitskiy et al. 2021, Table 1: B/16 12 x 768, 12 heads, MLP 3072; L/16 24 x 1024,
   16 heads, 4096; H/14 32 x 1280, 16 heads, 5120; 224 px, 1000 classes.
+* Transformer-XL on WikiText-103 as NVIDIA DeepLearningExamples trains it (PyTorch/LanguageModeling/
+  Transformer-XL, README "Model architecture" and pytorch/wt103_{base,large}.yaml), the source of the
+  measurements: base 16 x 512, 8 heads of 64, inner 2048, tgt_len = mem_len = 192, adaptive softmax
+  (div_val 1); large 18 x 1024, 16 heads of 64, inner 4096, tgt_len = mem_len = 384, div_val 4;
+  vocabulary 267,735 words with cutoffs 19,997 / 39,997 / 199,997; no biases on qkv (Dai et al. 2019's
+  reference code).  ``seq_len`` is ``tgt_len``, the tokens a sample predicts.
+* ``transformer-big``: the WMT14 English-German Transformer (big) of Vaswani et al. 2017, Table 3
+  (6 + 6 layers, d_model 1024, 16 heads, d_ff 4096, shared source/target vocabulary of about 37,000
+  BPE tokens, 213 M parameters), as fairseq / DeepLearningExamples PyTorch/Translation/Transformer
+  train it.  Translation batches are length-bucketed sentence pairs; ``seq_len`` 128 stands for one
+  pair (source and target each 128 tokens); the per-token cost barely depends on it at these lengths
+  (attention is s/6h = 2 % of the FLOPs); give ``seq_len`` to change it.
 
 CNN tables:
 
@@ -71,6 +83,14 @@ for key, (l, h, a, g, f, v, s) in _LLAMA.items():
                               seq_len=s)
 for key, (l, h, a) in _BERT.items():
     _TRANSFORMERS[key] = dict(arch="bert", layers=l, hidden=h, heads=a, seq_len=512, vocab=30522)
+_TXL_CUTOFFS = (19997, 39997, 199997)
+_TRANSFORMERS["transformer-xl-base"] = dict(arch="txl", layers=16, hidden=512, heads=8, ffn_hidden=2048, seq_len=192,
+                                            mem_len=192, vocab=267735, adaptive_cutoffs=_TXL_CUTOFFS, qkv_bias=False)
+_TRANSFORMERS["transformer-xl-large"] = dict(arch="txl", layers=18, hidden=1024, heads=16, ffn_hidden=4096,
+                                             seq_len=384, mem_len=384, vocab=267735, adaptive_cutoffs=_TXL_CUTOFFS,
+                                             adaptive_div=4, qkv_bias=False)
+_TRANSFORMERS["transformer-big"] = dict(arch="encdec", layers=12, encoder_layers=6, hidden=1024, heads=16,
+                                        ffn_hidden=4096, seq_len=128, vocab=37000)
 for key, (l, h, a, f, p) in _VIT.items():
     _TRANSFORMERS[key] = dict(arch="vit", layers=l, hidden=h, heads=a, ffn_hidden=f, patch_size=p,
                               image_size=224, vocab=1000)
