@@ -44,6 +44,8 @@ CNN tables:
   filters 32/64/128/256/320 with a 320-channel bottleneck, strided-conv downsampling, transposed
   conv (with bias) upsampling and skip concatenation, instance norm + ReLU after every 3x3x3 conv,
   a 1x1x1 output conv to 3 classes.
+* ``efficientnet-b0/b4/b7``, ``maskrcnn``, ``retinanet``, ``nnunet-2d``/``nnunet-3d``: see
+  :mod:`perfmodel.workloads.vision`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ import yaml
 
 from perfmodel.workloads.cnn import LayerTableBuilder, cnn
 from perfmodel.workloads.hf import load_hf_config
+from perfmodel.workloads.vision import efficientnet, maskrcnn, nnunet, retinanet
 from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
 from perfmodel.workloads.workload import Workload
 
@@ -195,6 +198,12 @@ _FACTORIES: dict[str, Callable[..., Workload]] = {
     "ssd300": lambda **overrides: ssd300("ssd300", **overrides),
     "ssd300-r34": lambda **overrides: ssd300("ssd300-r34", backbone="resnet34", **overrides),
     "unet3d": lambda **overrides: unet3d("unet3d", **overrides),
+    **{f"efficientnet-{v}": (lambda v=v, **overrides: efficientnet(f"efficientnet-{v}", v, **overrides))
+       for v in ("b0", "b4", "b7")},
+    "maskrcnn": lambda **overrides: maskrcnn("maskrcnn", **overrides),
+    "retinanet": lambda **overrides: retinanet("retinanet", **overrides),
+    "nnunet-2d": lambda **overrides: nnunet("nnunet-2d", dims=2, **overrides),
+    "nnunet-3d": lambda **overrides: nnunet("nnunet-3d", dims=3, **overrides),
 }
 ZOO_NAMES: list[str] = list(_FACTORIES)
 _REGISTERED: dict[str, Workload] = {}
