@@ -251,3 +251,16 @@ def test_cli_workload_show_a_config_json(capsys, only_workload_command):
     assert "active_params" in text and "6.73842e+09" in text
     assert main(["workload", "show", str(HF / "none" / "config.json")]) == 2
     assert "cannot read config.json" in capsys.readouterr().err
+
+
+def test_mixtral_on_64_h100_estimates_with_the_assumed_fabric():
+    from perfmodel import estimate
+    result = estimate({"workload": {"hf_config": str(config("mixtral-8x7b")), "seq_len": 4096},
+                       "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64},
+                       "plan": {"precision": "bf16", "tp": 8, "pp": 2, "micro_batch": 1, "global_batch": 512,
+                                "recompute": "full", "zero": 1}})
+    assert result.feasible and result.step_time_s > 0
+    assert result.assumptions["assumed"][0].startswith("inter = 8 x ib-ndr")
+    # MFU counts the FLOPs a token meets: the two routed experts, not all eight
+    mixtral = load_hf_config(config("mixtral-8x7b"), seq_len=4096)
+    assert mixtral.flops_per_sample(training=True) < 6 * 4096 * 0.3 * mixtral.params
