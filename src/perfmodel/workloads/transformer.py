@@ -34,8 +34,8 @@ over both, as the reference code concatenates them), a per-layer projection of t
 relative position embeddings, and three attention GEMMs (content ``AC``, position ``BD``, ``PV``;
 Sec. 3.3), unfused whatever the plan says (the reference code's ``_rel_shift`` pads and re-slices
 the ``BD`` scores, then adds them to ``AC``: 7 bytes moved per score element and byte of
-precision, the ``rel_shift`` op); sinusoidal positions (no table); adaptive input and softmax (Baevski & Auli 2019;
-Grave et al. 2017) with clusters at ``adaptive_cutoffs``, cluster ``i`` of width
+precision, the ``rel_shift`` op); sinusoidal positions (no table); adaptive input and softmax
+(Baevski & Auli 2019; Grave et al. 2017) with clusters at ``adaptive_cutoffs``, cluster ``i`` of width
 ``hidden / adaptive_div^i`` and projections to ``hidden`` when ``adaptive_div > 1``, tied to the
 softmax.  The op table counts the head cluster's logits (``cutoffs[0]`` words and one per tail
 cluster) for every token; the tail clusters' GEMMs run only for the tokens of rare words and are

@@ -171,7 +171,8 @@ def retinanet(name: str = "retinanet", classes: int = 80, anchors: int = 9,
         for head, outputs in (("cls", anchors * classes), ("box", anchors * 4)):
             net.restore(level)
             for j in range(4):
-                net.conv(f"{head}.conv{j}.p{i + 3}", 256, 3, 1, 1, bias=True, shared=i > 0).relu(f"{head}.relu{j}.p{i + 3}")
+                net.conv(f"{head}.conv{j}.p{i + 3}", 256, 3, 1, 1, bias=True, shared=i > 0)
+                net.relu(f"{head}.relu{j}.p{i + 3}")
             net.conv(f"{head}.out.p{i + 3}", outputs, 3, 1, 1, bias=True, shared=i > 0)
         positions += level[1][0] * level[1][1]
     net.loss("loss", positions * anchors * (classes + 4))
