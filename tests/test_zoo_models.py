@@ -116,7 +116,7 @@ def test_transformer_xl_large_closed_form():
     sizes = [19997, 20000, 160000, V - 199997]
     widths = [h // 4 ** i for i in range(4)]
     embedding = sum(n * w for n, w in zip(sizes, widths)) + sum(h * w for w in widths)
-    layer = 3 * h * h + (h * h + h) + h * h + (h * f + f + f * h + h) + 4 * h  # qkv, out, r_net, FFN, 2 LN
+    layer = 3 * h * h + h * h + h * h + (h * f + f + f * h + h) + 4 * h  # qkv, out, r_net (no biases), FFN, 2 LN
     softmax = V + 3 * (h + 1) + h * h
     assert get_workload("transformer-xl-large").params == embedding + layers * layer + softmax
 

@@ -325,8 +325,8 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
                     attention(prefix + "attention", klen, causal, score_gemms=3),
                     OpSpec(prefix + "rel_shift", "elementwise", flops=b * q_heads * (s / c) * klen,
                            bytes=7 * A * b * q_heads * (s / c) * klen),
-                    matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
-                    residual(prefix + "attn_residual")]
+                    matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d, A * T * q_heads * d),
+                    residual(prefix + "attn_residual")]           # qkv_net, r_net, o_net: no biases
         return [norm(prefix + "attn_norm", T),
                 matmul(prefix + "qkv", T, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * T * h),
                 attention(prefix + "attention", s, causal),
