@@ -264,3 +264,15 @@ def test_mixtral_on_64_h100_estimates_with_the_assumed_fabric():
     # MFU counts the FLOPs a token meets: the two routed experts, not all eight
     mixtral = load_hf_config(config("mixtral-8x7b"), seq_len=4096)
     assert mixtral.flops_per_sample(training=True) < 6 * 4096 * 0.3 * mixtral.params
+
+
+def test_scenario_describes_a_mixture_of_experts_by_its_shape():
+    spec = {"model": "transformer", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
+            "ffn_act": "swiglu", "seq_len": 4096, "vocab": 32000, "experts": 8, "top_k": 2}
+    from_shape = workload_from_spec(load_scenario({"workload": spec, "hardware": {"gpu": "H100"}}).workload)
+    from_file = load_hf_config(config("mixtral-8x7b"), seq_len=4096)
+    assert from_shape.params == from_file.params and from_shape.active_params == from_file.active_params
+    padded = workload_from_spec({**spec, "capacity_factor": 1.25})
+    assert padded.flops_per_sample() > from_shape.flops_per_sample()
+    with pytest.raises(ScenarioError, match="top_k"):
+        load_scenario({"workload": {**spec, "top_k": 0}, "hardware": {"gpu": "H100"}})

@@ -57,6 +57,9 @@ class WorkloadSpec(_Section):
     seq_len: int | None = Field(None, gt=0)
     vocab: int | None = Field(None, gt=0)
     image_size: int | None = Field(None, gt=0)
+    experts: int | None = Field(None, gt=0, description="mixture of experts: experts per MLP (1 = dense)")
+    top_k: int | None = Field(None, gt=0, description="mixture of experts: experts each token uses")
+    capacity_factor: float | None = Field(None, gt=0, description="expert buffer padding; null = dropless")
 
     @model_validator(mode="after")
     def _one_model(self):

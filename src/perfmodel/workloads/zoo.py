@@ -269,7 +269,8 @@ def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workloa
     return workloads
 
 
-_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size")
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size",
+                 "experts", "top_k", "capacity_factor")
 
 
 @functools.lru_cache(maxsize=64)
@@ -295,7 +296,8 @@ def workload_from_spec(spec) -> Workload:
     fields given with it override the file's.
 
     ``model: transformer`` needs layers, hidden, heads, seq_len and vocab; it is a Llama-style
-    model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style.  A zoo
+    model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style;
+    ``experts``/``top_k``/``capacity_factor`` make its MLPs a mixture of experts.  A zoo
     name takes the given shape fields as overrides (``seq_len: 128`` on ``bert-large``); CNNs take
     only ``image_size``."""
     fields = spec if isinstance(spec, dict) else spec.model_dump()
