@@ -119,3 +119,10 @@ def test_validate_rows_list_the_assumed_fabric():
     assert result.loc["a", "assumed"].startswith("inter = 8 x ib-hdr (reference fabric for A100-SXM4-80GB")
     assert result.loc["b", "assumed"] is None
     assert result.loc["a", "predicted"] == pytest.approx(result.loc["b", "predicted"])
+
+
+def test_omni_path_is_a_catalog_link(catalog):
+    cluster = catalog.cluster(gpu="A100-SXM4-80GB", num_gpus=288, inter="4 x omni-path-100")
+    assert (cluster.nics_per_node, cluster.nic.name, cluster.nic.kind) == (4, "opa-100", "omnipath")
+    assert cluster.inter_bandwidth_per_node == pytest.approx(4 * 100e9 / 8)
+    assert cluster.assumed == []

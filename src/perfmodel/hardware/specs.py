@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from perfmodel.units import DIMENSIONS, parse_quantity
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
-LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric")
+LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric", "omnipath")
 FABRICS = ("nvswitch", "nvlink_mesh", "nvlink_bridge", "pcie")
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 
