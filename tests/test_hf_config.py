@@ -43,6 +43,32 @@ def test_published_parameter_counts(name, published, rel):
     assert load_hf_config(config(name)).params == pytest.approx(published, rel=rel)
 
 
+def test_qwen_moe_with_fine_grained_and_shared_experts():
+    """Qwen team 2024 (Qwen1.5-MoE blog): 14.3 B parameters, 2.7 B activated."""
+    w = load_hf_config(config("qwen1.5-moe-a2.7b"))
+    assert w.params == pytest.approx(14.3e9, rel=0.005)
+    assert w.active_params == pytest.approx(2.7e9, rel=0.005)
+    table = w.ops(2, tp=2)
+    h, tokens = 2048, 2 * 8192
+    shared = sum(float(table.flops[table.name.index(n)]) for n in ("shared_up", "shared_down"))
+    assert shared == pytest.approx(2 * tokens * 3 * h * 5632 / 2)         # a dense SwiGLU MLP of 5632 on tp 2
+    routed = sum(float(table.flops[table.name.index(n)]) for n in ("expert_up", "expert_down"))
+    assert routed == pytest.approx(2 * tokens * 4 * 3 * h * 1408 / 2)     # top-4 experts of 1408
+    assert not table.expert[table.name.index("shared_up")]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"decoder_sparse_step": 2}, r"key 'decoder_sparse_step' = 2 is not supported"),
+    ({"mlp_only_layers": [0]}, r"key 'mlp_only_layers' = \[0\] is not supported"),
+    ({"num_experts": None}, r"key 'num_experts' is missing"),
+])
+def test_qwen_moe_refuses_what_it_does_not_model(tmp_path, change, message):
+    data = {**json.loads(config("qwen1.5-moe-a2.7b").read_text()), **change}
+    data = {key: value for key, value in data.items() if value is not None}
+    with pytest.raises(ValueError, match=message):
+        load_hf_config(_write(tmp_path, data))
+
+
 def test_mixtral_active_parameters():
     mixtral = load_hf_config(config("mixtral-8x7b"))
     assert mixtral.active_params == pytest.approx(12.9e9, rel=0.002)

@@ -11,7 +11,10 @@ error naming the file and the key.
 
 * ``llama``, ``mistral``, ``qwen2``, ``mixtral`` -> ``arch="llama"`` (RMSNorm, RoPE, SwiGLU MLP
   ``intermediate_size`` wide, untied unless ``tie_word_embeddings``); Qwen2 adds q/k/v biases;
-  Mixtral's ``num_local_experts`` / ``num_experts_per_tok`` make each MLP a mixture of experts.
+  Mixtral's ``num_local_experts`` / ``num_experts_per_tok`` make each MLP a mixture of experts;
+  ``qwen2_moe`` (Qwen1.5-MoE, Qwen2-MoE) has ``num_experts`` routed experts of
+  ``moe_intermediate_size`` and a shared expert of ``shared_expert_intermediate_size`` in every
+  layer (configs with dense layers, ``decoder_sparse_step`` > 1 or ``mlp_only_layers``, are refused).
 * ``gpt2`` -> ``arch="gpt"`` (learned positions over ``n_positions``, tied output, GELU MLP
   ``n_inner`` or 4h wide).
 * ``gpt_neox`` -> ``arch="gpt"`` with rotary positions (no position table), untied by default.
@@ -36,7 +39,7 @@ from perfmodel.workloads.workload import Workload
 
 __all__ = ["SUPPORTED_MODEL_TYPES", "DEFAULTS", "hf_config_fields", "load_hf_config"]
 
-_LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")
+_LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral", "qwen2_moe")
 SUPPORTED_MODEL_TYPES = (*_LLAMA_LIKE, "gpt2", "gpt_neox", "bert", "vit")
 
 # Defaults of the transformers configuration classes for keys config.json files often omit.
@@ -45,6 +48,8 @@ DEFAULTS = {
     "mistral": {"tie_word_embeddings": False, "hidden_act": "silu", "sliding_window": None},
     "qwen2": {"tie_word_embeddings": False, "hidden_act": "silu", "use_sliding_window": False},
     "mixtral": {"tie_word_embeddings": False, "hidden_act": "silu", "sliding_window": None},
+    "qwen2_moe": {"tie_word_embeddings": False, "hidden_act": "silu", "use_sliding_window": False,
+                  "decoder_sparse_step": 1, "mlp_only_layers": [], "shared_expert_intermediate_size": 0},
     "gpt2": {"n_inner": None, "tie_word_embeddings": True, "activation_function": "gelu_new"},
     "gpt_neox": {"tie_word_embeddings": False, "hidden_act": "gelu"},
     "bert": {"hidden_act": "gelu"},
@@ -120,8 +125,18 @@ def hf_config_fields(data: dict, where: str = "config.json") -> dict:
             fields.update(arch="llama", kv_heads=config.count("num_key_value_heads", "num_attention_heads"),
                           seq_len=config.count("max_position_embeddings"), vocab=config.count("vocab_size"),
                           tied_embeddings=config.flag("tie_word_embeddings"))
-            if model_type == "qwen2":
+            if model_type in ("qwen2", "qwen2_moe"):
                 fields["qkv_bias"] = True  # Qwen2Attention: q_proj, k_proj, v_proj with bias=True
+            if model_type == "qwen2_moe":
+                if config.count("decoder_sparse_step") != 1:
+                    config._fail("decoder_sparse_step", f"= {data['decoder_sparse_step']!r} is not supported; "
+                                 "allowed: 1 (every layer a mixture of experts)")
+                if config.get("mlp_only_layers"):
+                    config._fail("mlp_only_layers", f"= {data['mlp_only_layers']!r} is not supported; allowed: []")
+                shared = config.get("shared_expert_intermediate_size")
+                fields.update(experts=config.count("num_experts"), top_k=config.count("num_experts_per_tok"),
+                              expert_ffn_hidden=config.count("moe_intermediate_size"),
+                              shared_ffn_hidden=config.count("shared_expert_intermediate_size") if shared else 0)
             if model_type == "mixtral":
                 fields.update(experts=config.count("num_local_experts"), top_k=config.count("num_experts_per_tok"))
         elif model_type == "gpt_neox":
@@ -152,7 +167,7 @@ def _check_head_dim(config: _Config, fields: dict) -> None:
 
 def _attention_window(data: dict) -> int | None:
     """The sliding-window width when the model uses one (Qwen2 only with ``use_sliding_window``)."""
-    if data.get("model_type") == "qwen2" and not data.get("use_sliding_window", False):
+    if data.get("model_type") in ("qwen2", "qwen2_moe") and not data.get("use_sliding_window", False):
         return None
     window = data.get("sliding_window")
     return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None

@@ -59,7 +59,10 @@ experts sit on every GPU here (expert parallelism 1); with expert parallelism ``
 data-parallel ranks each GPU keeps ``E/ep`` experts (``OpTable.total("params", expert=True) /
 ep``) and, balanced, still computes ``cf k T`` pairs, exchanged by two all-to-alls per layer
 forward and two backward (:func:`moe_all_to_all_bytes`).  ``Workload.active_params`` counts the
-``top_k`` experts a token uses.
+``top_k`` experts a token uses.  Routed experts may be narrower than the dense MLP
+(``expert_ffn_hidden``; fine-grained experts, Dai et al. 2024 DeepSeekMoE Sec. 3.1) and a shared
+expert of width ``shared_ffn_hidden`` may process every token beside them (DeepSeekMoE Sec. 3.2;
+Qwen2-MoE, whose sigmoid gate of ``h`` parameters on it is not counted).
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class TransformerShape:
     experts: int = 1  # > 1: mixture of experts (module docstring)
     top_k: int = 1
     capacity_factor: float | None = None  # None: dropless
+    expert_ffn_hidden: int | None = None  # one routed expert's width; None: ffn_hidden
+    shared_ffn_hidden: int = 0  # width of the always-used shared expert MLP; 0: none
     mem_len: int = 0  # txl: cached tokens attended to
     encoder_layers: int | None = None  # encdec: the first ``encoder_layers`` of ``layers``
     adaptive_cutoffs: tuple[int, ...] = ()  # txl: adaptive softmax cluster boundaries
@@ -150,6 +155,12 @@ class TransformerShape:
                                  "which count encoder and decoder layers")
         positive_int(self.experts, "experts")
         positive_int(self.top_k, "top_k")
+        if self.expert_ffn_hidden is not None:
+            positive_int(self.expert_ffn_hidden, "expert_ffn_hidden")
+        if self.shared_ffn_hidden:
+            positive_int(self.shared_ffn_hidden, "shared_ffn_hidden")
+        if (self.expert_ffn_hidden is not None or self.shared_ffn_hidden) and not self.moe:
+            raise ValueError("expert_ffn_hidden and shared_ffn_hidden need experts > 1")
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
         if self.capacity_factor is not None and not (isinstance(self.capacity_factor, (int, float))
@@ -184,6 +195,11 @@ class TransformerShape:
         return self.experts > 1
 
     @property
+    def expert_width(self) -> int:
+        """One routed expert's MLP width (``ffn_hidden`` unless ``expert_ffn_hidden`` says otherwise)."""
+        return self.ffn_hidden if self.expert_ffn_hidden is None else self.expert_ffn_hidden
+
+    @property
     def expert_rows_factor(self) -> float:
         """Token-expert pairs computed per token: ``cf x top_k`` (dropless: ``top_k``)."""
         return (1.0 if self.capacity_factor is None else float(self.capacity_factor)) * self.top_k
@@ -194,7 +210,8 @@ class TransformerShape:
         divides seq_len."""
         t, c = np.asarray(tp), np.asarray(cp)
         kv_ok = (self.kv_heads % t == 0) | (t % self.kv_heads == 0)
-        return (self.heads % t == 0) & (self.ffn_hidden % t == 0) & kv_ok & (self.seq_len % c == 0)
+        widths_ok = (self.expert_width % t == 0) & (self.shared_ffn_hidden % t == 0)
+        return (self.heads % t == 0) & (self.ffn_hidden % t == 0) & widths_ok & kv_ok & (self.seq_len % c == 0)
 
 
 def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, hidden: int = 768,
@@ -203,7 +220,8 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
                 causal: bool | None = None, tied_embeddings: bool | None = None, norm: str | None = None,
                 image_size: int | None = None, patch_size: int | None = None, qkv_bias: bool | None = None,
                 learned_positions: bool | None = None, experts: int = 1, top_k: int = 1,
-                capacity_factor: float | None = None, mem_len: int = 0, encoder_layers: int | None = None,
+                capacity_factor: float | None = None, expert_ffn_hidden: int | None = None,
+                shared_ffn_hidden: int = 0, mem_len: int = 0, encoder_layers: int | None = None,
                 adaptive_cutoffs: tuple[int, ...] = (), adaptive_div: int = 1) -> Workload:
     """A transformer workload; unset fields take the architecture's convention (module docstring):
     ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
@@ -236,7 +254,7 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
         norm=norm or ("rmsnorm" if arch == "llama" else "layernorm"),
         image_size=image_size, patch_size=patch_size, qkv_bias=qkv_bias,
         learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor,
-        mem_len=mem_len, adaptive_cutoffs=tuple(adaptive_cutoffs), adaptive_div=adaptive_div,
+        expert_ffn_hidden=expert_ffn_hidden, shared_ffn_hidden=shared_ffn_hidden, mem_len=mem_len, adaptive_cutoffs=tuple(adaptive_cutoffs), adaptive_div=adaptive_div,
         encoder_layers=(layers // 2 if arch == "encdec" and encoder_layers is None else encoder_layers))
     return workload_of(name, shape)
 
@@ -345,7 +363,7 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
 
     def mlp(prefix):
         return [norm(prefix + "mlp_norm", T),
-                *(_moe_ops(shape, T, f, up_mats, A, bias, act_flops) if shape.moe else [
+                *(_moe_ops(shape, T, t, up_mats, A, bias, matmul) if shape.moe else [
                     matmul(prefix + "mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
                     OpSpec(prefix + "mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
                            saved_bytes=A * up_mats * T * f),
@@ -366,10 +384,13 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
     return build_table(ops, repeat, plan_shape)
 
 
-def _moe_ops(shape: TransformerShape, T, f, up_mats, A, bias, dense_act_flops):
-    """Router, its top-k softmax, the experts' grouped GEMMs and the weighted combine (module
-    docstring); ``f`` is one expert's width per tensor-parallel rank."""
+def _moe_ops(shape: TransformerShape, T, t, up_mats, A, bias, matmul):
+    """Router, its top-k softmax, the routed experts' grouped GEMMs, the weighted combine and, when
+    the shape has one, the shared expert every token also passes (module docstring); widths are
+    per tensor-parallel rank."""
     h, E = shape.hidden, shape.experts
+    f = shape.expert_width / t
+    act = SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS
     pairs = shape.expert_rows_factor * T               # token-expert pairs computed per GPU
     rows = pairs / E                                   # rows of each expert's GEMM
 
@@ -378,18 +399,25 @@ def _moe_ops(shape: TransformerShape, T, f, up_mats, A, bias, dense_act_flops):
                       bytes=A * (pairs * k + E * k * n + pairs * n), params=params, saved_bytes=saved,
                       expert=True)
 
-    return [
+    ops = [
         OpSpec("router", "matmul", m=T, n=E, k=h, flops=2 * T * E * h, bytes=A * (T * h + h * E + T * E),
                params=h * E, saved_bytes=0.0),          # its input is mlp_norm's output, kept by the experts
         OpSpec("router_softmax", "softmax", fp32=True, flops=LOSS_FLOPS * T * E, bytes=(A + 4) * T * E,
                saved_bytes=4 * T * E),
         grouped("expert_up", up_mats * f, h, E * up_mats * (h * f + bias * f), A * pairs * h),
-        OpSpec("expert_act", "elementwise", flops=dense_act_flops / T * pairs, bytes=A * (up_mats + 1) * pairs * f,
+        OpSpec("expert_act", "elementwise", flops=act * pairs * f, bytes=A * (up_mats + 1) * pairs * f,
                saved_bytes=A * up_mats * pairs * f),
         grouped("expert_down", h, f, E * (h * f + bias * h), A * pairs * f),
         OpSpec("expert_combine", "elementwise", flops=2 * pairs * h, bytes=A * (pairs + T) * h,
                saved_bytes=A * pairs * h),            # weighted sum of the top-k expert outputs
     ]
+    if shape.shared_ffn_hidden:                        # Qwen2-MoE / DeepSeekMoE shared expert
+        g = shape.shared_ffn_hidden / t
+        ops += [matmul("shared_up", T, up_mats * g, h, up_mats * (h * g + bias * g), 0.0),  # input kept above
+                OpSpec("shared_act", "elementwise", flops=act * T * g, bytes=A * (up_mats + 1) * T * g,
+                       saved_bytes=A * up_mats * T * g),
+                matmul("shared_down", T, h, g, h * g + bias * h, A * T * g)]
+    return ops
 
 
 def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
