@@ -162,7 +162,7 @@ def test_cluster_errors_are_clear():
         comm.cluster_collective_time(cluster, PROFILE, "all_reduce", 1e6, members_per_node=16)
     with pytest.raises(ValueError, match="group_size 32 exceeds"):
         comm.cluster_collective_time(cluster, PROFILE, "all_reduce", 1e6, group_size=32)
-    lonely = CATALOG.cluster(gpu="H100-SXM5-80GB", num_gpus=16, gpus_per_node=8)
+    lonely = CATALOG.cluster(gpu="H100-PCIe-80GB", num_gpus=16, gpus_per_node=8)  # no reference fabric
     with pytest.raises(ValueError, match="no inter-node network"):
         comm.cluster_collective_time(lonely, PROFILE, "all_reduce", 1e6)
     with pytest.raises(CatalogError, match="nvlink9"):

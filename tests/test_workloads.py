@@ -256,7 +256,7 @@ workloads:
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: get_workload("maskrcnn"), r"'maskrcnn' is not in the zoo; known models: gpt3-125m"),
+    (lambda: get_workload("maskrcnn-x101"), r"'maskrcnn-x101' is not in the zoo; known models: gpt3-125m"),
     (lambda: transformer(layers=2, hidden=100, heads=3, seq_len=8, vocab=10), r"heads \(3\) must divide hidden"),
     (lambda: transformer(layers=0, hidden=64, heads=4, seq_len=8, vocab=10), r"layers must be a positive integer"),
     (lambda: transformer(layers=2, hidden=64, heads=4, seq_len=-8, vocab=10), r"seq_len must be a positive"),

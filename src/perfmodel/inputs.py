@@ -53,6 +53,8 @@ INTEGER_LIMITS: dict[str, int] = {
     # model shape
     "layers": 10_000, "hidden": 2**20, "ffn_hidden": 2**22, "heads": 2**16, "kv_heads": 2**16,
     "seq_len": 2**24, "vocab": 2**24, "image_size": 2**16,
+    # mixture of experts: DeepSeek-V3 has 256 routed experts, top-8
+    "experts": 2**16, "top_k": 2**16,
     # GEMM shapes and byte counts of measurement rows
     "m": 2**24, "n": 2**24, "k": 2**24, "message_bytes": 2**50, "bytes": 2**50,
 }

@@ -49,9 +49,12 @@ class _Section(BaseModel):
 
 
 class WorkloadSpec(_Section):
-    """A zoo model by name, or ``model: transformer`` with its shape (measurement CSV columns)."""
+    """A zoo model by name, ``model: transformer`` with its shape (measurement CSV columns), or
+    ``hf_config: path/to/config.json`` (a HuggingFace config; a relative path is relative to the
+    scenario file; shape fields given with it override the file's, e.g. ``seq_len``)."""
 
-    model: _Name
+    model: _Name | None = None
+    hf_config: _Name | None = Field(None, description="HuggingFace config.json path")
     layers: Count("layers") | None = None
     hidden: Count("hidden") | None = None
     heads: Count("heads") | None = None
@@ -61,6 +64,15 @@ class WorkloadSpec(_Section):
     seq_len: Count("seq_len") | None = None
     vocab: Count("vocab") | None = None
     image_size: Count("image_size") | None = None
+    experts: Count("experts") | None = Field(None, description="mixture of experts: experts per MLP (1 = dense)")
+    top_k: Count("top_k") | None = Field(None, description="mixture of experts: experts each token uses")
+    capacity_factor: float | None = Field(None, gt=0, description="expert buffer padding; null = dropless")
+
+    @model_validator(mode="after")
+    def _one_model(self):
+        if (self.model is None) == (self.hf_config is None):
+            raise ValueError("give one of 'model' (a zoo name or transformer) and 'hf_config' (a config.json path)")
+        return self
 
 
 class HardwareSpec(_Section):
@@ -153,7 +165,18 @@ def load_scenario(source: str | Path | dict) -> Scenario:
             raise ScenarioError(str(error)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: a scenario is a mapping with 'workload' and 'hardware'")
+    if not isinstance(source, dict):
+        data = _relative_to(data, Path(source).parent)
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
         raise ScenarioError(format_validation_error(error, where)) from None
+
+
+def _relative_to(data: dict, folder: Path) -> dict:
+    """``workload.hf_config`` resolved against the scenario file's folder when it is relative."""
+    workload = data.get("workload")
+    path = workload.get("hf_config") if isinstance(workload, dict) else None
+    if isinstance(path, str) and path and not Path(path).expanduser().is_absolute():
+        data = {**data, "workload": {**workload, "hf_config": str(folder / path)}}
+    return data

@@ -15,7 +15,7 @@ from perfmodel.calibration.predictors import PREDICTORS
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.profile import CalibrationProfile, default_profile
 
-RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason"]
+RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason", "assumed"]
 
 
 def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
@@ -23,8 +23,9 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
     """Predicted value and reason for every row, in the row order of ``measurements``."""
     catalog = catalog or load_catalog()
     profile = profile or default_profile()
-    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=measurements.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=measurements.index)
     out["reason"] = out["reason"].astype(object)
+    out["assumed"] = out["assumed"].astype(object)
     for kind, rows in measurements.groupby("kind", sort=False):
         predictor = PREDICTORS.get(kind)
         if predictor is None:
@@ -33,6 +34,8 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
         result = predictor(rows, catalog, profile)
         out.loc[rows.index, "predicted"] = result["predicted"].astype(float)
         out.loc[rows.index, "reason"] = result["reason"]
+        if "assumed" in result:
+            out.loc[rows.index, "assumed"] = result["assumed"]
     bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
     out.loc[bad, "reason"] = "model returned a non-positive or non-finite value"
     out.loc[bad, "predicted"] = np.nan
@@ -41,7 +44,7 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
 def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
              profile: CalibrationProfile | None = None) -> pd.DataFrame:
-    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason.
+    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason, assumed.
 
     ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
     ``predicted`` and ``ape`` and a ``reason``.  When the profile has prediction intervals,
@@ -56,6 +59,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         "measured": measurements["value"].astype(float),
         "predicted": predicted["predicted"],
         "reason": predicted["reason"],
+        "assumed": predicted["assumed"],
     })
     result["ape"] = (result["predicted"] - result["measured"]).abs() / result["measured"]
     profile = profile or default_profile()

@@ -1,18 +1,20 @@
-"""``perfmodel workload show NAME [--json]`` and ``perfmodel workload list``."""
+"""``perfmodel workload show NAME|CONFIG.json [--json]`` and ``perfmodel workload list``."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 from perfmodel.cli.common import print_json, print_table
-from perfmodel.workloads import ZOO_NAMES, get_workload, load_workloads_yaml
+from perfmodel.workloads import ZOO_NAMES, get_workload, load_hf_config, load_workloads_yaml
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("workload", help="show a model's parameters, FLOPs and op classes")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="parameters, FLOPs per sample and the per-op-class table")
-    show.add_argument("name", help="zoo model name (see 'perfmodel workload list') or a registered one")
+    show.add_argument("name", help="zoo model name (see 'perfmodel workload list'), a registered one, "
+                                   "or the path of a HuggingFace config.json")
     show.add_argument("--models", metavar="FILE", action="append", default=[],
                       help="YAML file of user models to register first (repeatable)")
     show.add_argument("--json", action="store_true", help="print JSON")
@@ -24,14 +26,17 @@ def register(subparsers) -> None:
 def handle_show(args) -> int:
     for path in args.models:
         load_workloads_yaml(path)
-    workload = get_workload(args.name)
+    if args.name.endswith(".json") or Path(args.name).is_file():
+        workload = load_hf_config(args.name)
+    else:
+        workload = get_workload(args.name)
     summary = workload.summary()
     if workload.shape is not None:
         summary["shape"] = asdict(workload.shape)
     if args.json:
         print_json(summary)
         return 0
-    for key in ("name", "family", "params", "tokens_per_sample", "layers", "forward_flops_per_sample",
+    for key in ("name", "family", "params", "active_params", "tokens_per_sample", "layers", "forward_flops_per_sample",
                 "training_flops_per_sample"):
         print(f"{key:27s} {summary[key] if isinstance(summary[key], str) else _number(summary[key])}")
     print()

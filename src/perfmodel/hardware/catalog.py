@@ -123,8 +123,12 @@ class Catalog:
 
         Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts)
         or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.  An instance whose
-        intra-node link the catalog does not know (null) needs ``intra`` given.  Counts are
-        bounded by :data:`perfmodel.inputs.INTEGER_LIMITS`, the total GPU count included.
+        intra-node link the catalog does not know (null) needs ``intra`` given; ``inter``, when
+        given, replaces an instance's network.  A multi-node GPU cluster without ``inter`` takes
+        the GPU's reference fabric (``GPU.reference_fabric``, e.g. DGX SuperPOD H100: 8 x ib-ndr)
+        when the catalog has one, and lists that in ``Cluster.assumed``; without one it has no
+        network (estimates then ask for ``inter``).  Counts are bounded by
+        :data:`perfmodel.inputs.INTEGER_LIMITS`, the total GPU count included.
         """
         for field, value in (("num_gpus", num_gpus), ("gpus_per_node", gpus_per_node), ("nodes", nodes)):
             if value is not None:
@@ -146,9 +150,12 @@ class Catalog:
             if inst.intra is None and intra is None:
                 raise CatalogError(f"instance {instance}: its intra-node link is unknown (null in the catalog); "
                                    "give hardware.intra (e.g. pcie4, nvlink3)")
+            nics, nic = (inst.nics, self.link(inst.nic) if inst.nic else None)
+            if inter:
+                nics, nic = self.inter_link(inter)
             return Cluster(gpu=self.gpu(inst.gpu), nodes=count, gpus_per_node=inst.gpus_per_node,
-                           intra=self.link(intra or inst.intra), fabric=inst.fabric, nics_per_node=inst.nics,
-                           nic=self.link(inst.nic) if inst.nic else None, instance=inst)
+                           intra=self.link(intra or inst.intra), fabric=inst.fabric, nics_per_node=nics,
+                           nic=nic, instance=inst)
         if gpu is None:
             raise CatalogError("hardware: give 'gpu' (with num_gpus) or 'instance' (with nodes)")
         spec = self.gpu(gpu)
@@ -172,11 +179,16 @@ class Catalog:
         fabric = {"nvlink": "nvswitch", "nvswitch": "nvswitch"}.get(intra_link.kind, "pcie")
         if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and per_node == 8:
             fabric = "nvlink_mesh"  # DGX-1 / p3.16xlarge hybrid cube-mesh
-        nics, nic = (0, None)
+        nics, nic, assumed = 0, None, []
+        reference = spec.reference_fabric
         if inter:
             nics, nic = self.inter_link(inter)
+        elif total // per_node > 1 and reference is not None:
+            nics, nic = self.inter_link(reference.inter)
+            assumed.append(f"inter = {nics} x {nic.name} (reference fabric for {spec.name}: "
+                           f"{reference.system}; {reference.source})")
         return Cluster(gpu=spec, nodes=total // per_node, gpus_per_node=per_node, intra=intra_link,
-                       fabric=fabric, nics_per_node=nics, nic=nic)
+                       fabric=fabric, nics_per_node=nics, nic=nic, assumed=assumed)
 
 
 def require_network(cluster: Cluster) -> None:
@@ -260,6 +272,13 @@ def _check_references(catalog: Catalog, origin: dict[tuple[str, str], str]) -> N
                     lookup(name)
                 except CatalogError as error:
                     problems.append(f"{origin[section, key]}: {section} ({key}): field '{field}' = {name!r}: {error}")
+    for key, gpu in catalog.gpus.items():
+        if gpu.reference_fabric is not None:
+            try:
+                catalog.inter_link(gpu.reference_fabric.inter)
+            except CatalogError as error:
+                problems.append(f"{origin['gpus', key]}: gpus ({key}): field 'reference_fabric.inter' = "
+                                f"{gpu.reference_fabric.inter!r}: {error}")
     if problems:
         raise CatalogError("\n".join(problems))
 

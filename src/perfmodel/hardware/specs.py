@@ -18,7 +18,7 @@ from perfmodel.inputs import INTEGER_LIMITS, Count
 from perfmodel.units import DIMENSIONS, parse_quantity
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
-LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric")
+LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric", "omnipath")
 FABRICS = ("nvswitch", "nvlink_mesh", "nvlink_bridge", "pcie")
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3")
@@ -82,6 +82,23 @@ class PeakFlops(BaseModel):
     int8: FlopRate | None = None
 
 
+class ReferenceFabric(BaseModel):
+    """The inter-node network a GPU generation usually ships with (its DGX SuperPOD / reference
+    cluster), used when a multi-node job does not state ``inter``; the assumption is recorded
+    on the :class:`Cluster` and shown to the user."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    inter: str = Field(description="'N x LINK' per node, e.g. '8 x ib-ndr'")
+    system: str = Field(min_length=1, description="the reference system, e.g. 'DGX SuperPOD (DGX H100)'")
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _parses(self):
+        parse_inter(self.inter)
+        return self
+
+
 class GPU(Spec):
     """One accelerator.  ``memory`` in bytes, ``memory_bandwidth`` in bytes/s, ``tdp`` in W."""
 
@@ -102,6 +119,8 @@ class GPU(Spec):
     pcie_generation: int | None = Field(None, ge=3, le=6)
     mig_slices: int | None = Field(None, ge=1)
     sparse_halved: bool = Field(False, description="dense peaks halved from a sparse-only datasheet")
+    reference_fabric: ReferenceFabric | None = Field(
+        None, description="usual inter-node network of this GPU's reference cluster; null = none sourced")
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for ``precision``; a clear error when the GPU has none."""
@@ -229,6 +248,8 @@ class Cluster(BaseModel):
     nics_per_node: int = Field(0, ge=0)
     nic: Link | None = None
     instance: Instance | None = None
+    assumed: list[str] = Field(default_factory=list,
+                               description="fields not given and filled from a reference, with the source")
 
     @property
     def num_gpus(self) -> int:

@@ -15,7 +15,9 @@ A layer table is a list of rows (dicts), one per op, in execution order.  Shapes
 * ``{op: fc, in_features, out_features, bias: true}``.
 * ``{op: loss, classes}`` - softmax cross entropy (fp32) over ``classes`` outputs per sample.
 
-Every row may carry ``name`` and ``input_saved: true`` when its input is a tensor that another
+Every row may carry ``name``, ``shared: true`` on a conv or fc whose weights another op already
+holds (a detection head applied to every pyramid level: its work counts at every level, its
+parameters once), and ``input_saved: true`` when its input is a tensor that another
 op already keeps for backward (a ReLU output feeding a convolution and a shortcut), so that each
 tensor is counted once in ``saved_bytes``, as Korthikanti et al. 2022 (Sec. 4.1) count them.
 What each op keeps: convolutions, fully connected layers and norms their input, ReLU its output
@@ -114,12 +116,13 @@ def _op(row: dict, b, A: int) -> OpSpec:
         in_pixels, out_pixels = prod(row["input_size"]), prod(_out_size(row))
         kvol = row["kernel"] ** len(row["input_size"])
         params = cout * cin // groups * kvol + (cout if row.get("bias", False) else 0)
+        held = 0.0 if row.get("shared", False) else params
         if row.get("transposed", False):
             m, n, k = b * in_pixels, cout * kvol / groups, cin / groups
         else:
             m, n, k = b * out_pixels, cout / groups, cin / groups * kvol
         return OpSpec(name, "conv", m=m, n=n, k=k, batch_gemms=groups, flops=2 * m * n * k * groups,
-                      bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=params,
+                      bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=held,
                       saved_bytes=keep_input * A * b * cin * in_pixels)
     if op == "fc":
         cin, cout = row["in_features"], row["out_features"]
@@ -161,6 +164,11 @@ class LayerTableBuilder:
     def state(self):
         return self.channels, list(self.size), self.tensor
 
+    def new_tensor(self, channels: int, size: list[int]):
+        """Start from a tensor no op has produced here (ROI features gathered from a pyramid)."""
+        self.channels, self.size, self.tensor = channels, list(size), -len(self.rows) - 1
+        return self
+
     def restore(self, state) -> None:
         self.channels, self.size, self.tensor = state[0], list(state[1]), state[2]
 
@@ -176,9 +184,10 @@ class LayerTableBuilder:
             self.kept.add(self.tensor)
         return self
 
-    def conv(self, name, out, kernel, stride=1, padding=0, bias=False, transposed=False):
+    def conv(self, name, out, kernel, stride=1, padding=0, bias=False, transposed=False, groups=1, shared=False):
         row = dict(op="conv", name=name, in_channels=self.channels, out_channels=out, kernel=kernel,
-                   stride=stride, padding=padding, input_size=self.size, bias=bias, transposed=transposed)
+                   stride=stride, padding=padding, input_size=self.size, bias=bias, transposed=transposed,
+                   groups=groups, shared=shared)
         size = conv_output_size(self.size, kernel, stride, padding, transposed)
         return self._emit(row, True, out, size)
 
@@ -186,6 +195,7 @@ class LayerTableBuilder:
         return self._emit(dict(op="bn", name=name, channels=self.channels, size=self.size), True)
 
     def relu(self, name):
+        """ReLU, or any pointwise activation that keeps one tensor of its size (SiLU, sigmoid)."""
         return self._emit(dict(op="relu", name=name, channels=self.channels, size=self.size), False,
                           keeps_output=True)
 

@@ -36,7 +36,8 @@ class OpTable:
       ``placement``: ``"pre"`` (embedding: first pipeline stage), ``"layer"`` (repeated
       ``repeat`` times), ``"post"`` (final norm, logits, loss: last pipeline stage);
       ``repeat``: how many times the op runs per micro-batch (transformer layers; 1 for CNN ops);
-      ``fp32``: True where mixed precision keeps the op in FP32 (norms, softmax, loss).
+      ``fp32``: True where mixed precision keeps the op in FP32 (norms, softmax, loss);
+      ``expert``: True for a mixture-of-experts expert GEMM (all False for dense models).
     Columns of shape ``(n_ops, *plan_shape)`` (float arrays):
       ``m``, ``n``, ``k``: GEMM dimensions per GPU (convolutions as implicit GEMM:
       m = batch x output pixels, n = output channels, k = input channels x kernel volume);
@@ -62,10 +63,13 @@ class OpTable:
     params: np.ndarray
     saved_bytes: np.ndarray
     plan_shape: tuple[int, ...] = field(default=())
+    expert: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
-        for column in ("kind", "placement", "repeat", "fp32"):
+        if self.expert is None:
+            object.__setattr__(self, "expert", np.zeros(n_ops, dtype=bool))
+        for column in ("kind", "placement", "repeat", "fp32", "expert"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
         bad_kind = set(self.kind) - set(OP_KINDS)
@@ -88,10 +92,13 @@ class OpTable:
         values = np.asarray(getattr(self, column))
         return values.reshape(values.shape + (1,) * (len(self.plan_shape) - values.ndim + 1))
 
-    def mask(self, *, kind: str | tuple[str, ...] | None = None, placement: str | None = None) -> np.ndarray:
+    def mask(self, *, kind: str | tuple[str, ...] | None = None, placement: str | None = None,
+             expert: bool | None = None) -> np.ndarray:
         """Boolean mask over ops, shaped to broadcast against the numeric columns."""
         kinds = (kind,) if isinstance(kind, str) else kind
         keep = np.ones(len(self), dtype=bool)
+        if expert is not None:
+            keep &= self.expert == expert
         if kinds is not None:
             keep &= np.isin(self.kind, kinds)
         if placement is not None:

@@ -27,6 +27,42 @@ dropout, bidirectional, MLM + NSP pretraining heads with the decoder tied to the
 Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned positions,
 classifier on the class token; Dosovitskiy et al. 2021; no dropout, as in the timm recipes).
 RoPE and bias-add costs are not modelled (fused into neighbouring kernels).
+
+``txl`` (Transformer-XL, Dai et al. 2019, as NVIDIA DeepLearningExamples trains it): a causal
+decoder whose keys and values run over ``mem_len`` cached tokens plus the segment (the qkv GEMM
+over both, as the reference code concatenates them), a per-layer projection of the ``klen``
+relative position embeddings, and three attention GEMMs (content ``AC``, position ``BD``, ``PV``;
+Sec. 3.3), unfused whatever the plan says (the reference code's ``_rel_shift`` pads and re-slices
+the ``BD`` scores, then adds them to ``AC``: 7 bytes moved per score element and byte of
+precision, the ``rel_shift`` op); sinusoidal positions (no table); adaptive input and softmax
+(Baevski & Auli 2019; Grave et al. 2017) with clusters at ``adaptive_cutoffs``, cluster ``i`` of width
+``hidden / adaptive_div^i`` and projections to ``hidden`` when ``adaptive_div > 1``, tied to the
+softmax.  The op table counts the head cluster's logits (``cutoffs[0]`` words and one per tail
+cluster) for every token; the tail clusters' GEMMs run only for the tokens of rare words and are
+not counted.  ``encdec`` (Transformer, Vaswani et al. 2017): ``encoder_layers`` bidirectional
+layers, then ``layers - encoder_layers`` causal decoder layers with cross-attention over a
+source as long as the target (``seq_len`` tokens each; a sample is a sentence pair), sinusoidal
+positions, one embedding shared by source, target and output.
+
+Per-shape variations read from HuggingFace configs (:mod:`perfmodel.workloads.hf`): ``qkv_bias``
+(Qwen2 has biases on q, k, v only), ``learned_positions`` (GPT-NeoX is a GPT-style model with
+rotary positions, so no position table).
+
+Mixture of experts (``experts > 1``; Shazeer et al. 2017, Fedus et al. 2022 Switch Transformer
+Sec. 2.1, Jiang et al. 2024 Mixtral Sec. 2.1): the MLP becomes ``experts`` MLPs of width
+``ffn_hidden`` and a router ``T x E x h`` (replicated on tensor-parallel ranks) whose softmax
+picks ``top_k`` experts per token.  Expert GEMMs are grouped GEMMs (``batch_gemms = E``) of
+``m = cf k T / E`` rows each, where the capacity factor ``cf`` pads every expert's buffer to
+``cf x`` its balanced share (Switch Sec. 2.1; ``None`` = dropless, as Mixtral/MegaBlocks run,
+counted as 1): the table counts executed work, ``cf k T`` token-expert pairs per GPU.  All
+experts sit on every GPU here (expert parallelism 1); with expert parallelism ``ep`` over the
+data-parallel ranks each GPU keeps ``E/ep`` experts (``OpTable.total("params", expert=True) /
+ep``) and, balanced, still computes ``cf k T`` pairs, exchanged by two all-to-alls per layer
+forward and two backward (:func:`moe_all_to_all_bytes`).  ``Workload.active_params`` counts the
+``top_k`` experts a token uses.  Routed experts may be narrower than the dense MLP
+(``expert_ffn_hidden``; fine-grained experts, Dai et al. 2024 DeepSeekMoE Sec. 3.1) and a shared
+expert of width ``shared_ffn_hidden`` may process every token beside them (DeepSeekMoE Sec. 3.2;
+Qwen2-MoE, whose sigmoid gate of ``h`` parameters on it is not counted).
 """
 
 from __future__ import annotations
@@ -40,12 +76,16 @@ from perfmodel.workloads.workload import (GELU_FLOPS, LOSS_FLOPS, NORM_FLOPS, RE
                                           OpSpec, Workload, activation_bytes, build_table, plan_arrays,
                                           positive_int)
 
-__all__ = ["TransformerShape", "transformer", "transformer_ops", "ARCHS"]
+__all__ = ["TransformerShape", "transformer", "transformer_ops", "moe_all_to_all_bytes", "ARCHS",
+           "MOE_ALL_TO_ALLS_PER_LAYER"]
 
-ARCHS = ("gpt", "llama", "bert", "vit")
+ARCHS = ("gpt", "llama", "bert", "vit", "txl", "encdec")
 FFN_ACTS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 BERT_MAX_POSITIONS = 512  # BERT's learned position table (Devlin et al. 2019, Sec. 3 / A.2)
+# dispatch + combine in the forward pass, their gradients in the backward pass (GShard, Lepikhin
+# et al. 2021, Sec. 2.2; Megatron-Core MoE token dispatcher)
+MOE_ALL_TO_ALLS_PER_LAYER = 4
 
 
 
@@ -67,6 +107,17 @@ class TransformerShape:
     norm: str
     image_size: int | None = None
     patch_size: int | None = None
+    qkv_bias: bool | None = None  # None: the architecture's convention (bias)
+    learned_positions: bool | None = None  # None: gpt and bert have a position table, llama not
+    experts: int = 1  # > 1: mixture of experts (module docstring)
+    top_k: int = 1
+    capacity_factor: float | None = None  # None: dropless
+    expert_ffn_hidden: int | None = None  # one routed expert's width; None: ffn_hidden
+    shared_ffn_hidden: int = 0  # width of the always-used shared expert MLP; 0: none
+    mem_len: int = 0  # txl: cached tokens attended to
+    encoder_layers: int | None = None  # encdec: the first ``encoder_layers`` of ``layers``
+    adaptive_cutoffs: tuple[int, ...] = ()  # txl: adaptive softmax cluster boundaries
+    adaptive_div: int = 1  # txl: width divisor per cluster
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -89,6 +140,33 @@ class TransformerShape:
             if self.seq_len != (image // patch) ** 2 + 1:
                 raise ValueError(f"seq_len for vit must be (image_size/patch_size)^2 + 1 = "
                                  f"{(image // patch) ** 2 + 1}, got {self.seq_len}")
+        if self.arch == "txl":
+            if isinstance(self.mem_len, bool) or not isinstance(self.mem_len, int) or self.mem_len < 0:
+                raise ValueError(f"mem_len must be a non-negative integer, got {self.mem_len!r}")
+            positive_int(self.adaptive_div, "adaptive_div")
+            if list(self.adaptive_cutoffs) != sorted(set(self.adaptive_cutoffs)) or any(
+                    not 0 < cut < self.vocab for cut in self.adaptive_cutoffs):
+                raise ValueError(f"adaptive_cutoffs {self.adaptive_cutoffs!r} must increase strictly within "
+                                 f"(0, vocab={self.vocab})")
+        if self.arch == "encdec":
+            encoder = positive_int(self.encoder_layers, "encoder_layers")
+            if encoder >= self.layers:
+                raise ValueError(f"encoder_layers ({encoder}) must be fewer than layers ({self.layers}), "
+                                 "which count encoder and decoder layers")
+        positive_int(self.experts, "experts")
+        positive_int(self.top_k, "top_k")
+        if self.expert_ffn_hidden is not None:
+            positive_int(self.expert_ffn_hidden, "expert_ffn_hidden")
+        if self.shared_ffn_hidden:
+            positive_int(self.shared_ffn_hidden, "shared_ffn_hidden")
+        if (self.expert_ffn_hidden is not None or self.shared_ffn_hidden) and not self.moe:
+            raise ValueError("expert_ffn_hidden and shared_ffn_hidden need experts > 1")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.capacity_factor is not None and not (isinstance(self.capacity_factor, (int, float))
+                                                     and not isinstance(self.capacity_factor, bool)
+                                                     and self.capacity_factor > 0):
+            raise ValueError(f"capacity_factor must be a positive number, got {self.capacity_factor!r}")
         if self.arch == "bert" and self.seq_len > BERT_MAX_POSITIONS:
             raise ValueError(f"seq_len {self.seq_len} exceeds BERT's {BERT_MAX_POSITIONS} positions")
 
@@ -98,11 +176,33 @@ class TransformerShape:
 
     @property
     def dropout(self) -> bool:
-        return self.arch in ("gpt", "bert")
+        return self.arch in ("gpt", "bert", "txl", "encdec")
 
     @property
     def bias(self) -> bool:
         return self.arch != "llama"
+
+    @property
+    def has_qkv_bias(self) -> bool:
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def position_table(self) -> bool:
+        return self.arch in ("gpt", "bert") if self.learned_positions is None else self.learned_positions
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def expert_width(self) -> int:
+        """One routed expert's MLP width (``ffn_hidden`` unless ``expert_ffn_hidden`` says otherwise)."""
+        return self.ffn_hidden if self.expert_ffn_hidden is None else self.expert_ffn_hidden
+
+    @property
+    def expert_rows_factor(self) -> float:
+        """Token-expert pairs computed per token: ``cf x top_k`` (dropless: ``top_k``)."""
+        return (1.0 if self.capacity_factor is None else float(self.capacity_factor)) * self.top_k
 
     def plan_valid(self, tp=1, cp=1) -> np.ndarray:
         """True where Megatron can split this shape: ``tp`` divides heads and ffn_hidden, ``tp``
@@ -110,18 +210,27 @@ class TransformerShape:
         divides seq_len."""
         t, c = np.asarray(tp), np.asarray(cp)
         kv_ok = (self.kv_heads % t == 0) | (t % self.kv_heads == 0)
-        return (self.heads % t == 0) & (self.ffn_hidden % t == 0) & kv_ok & (self.seq_len % c == 0)
+        widths_ok = (self.expert_width % t == 0) & (self.shared_ffn_hidden % t == 0)
+        return (self.heads % t == 0) & (self.ffn_hidden % t == 0) & widths_ok & kv_ok & (self.seq_len % c == 0)
 
 
 def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, hidden: int = 768,
                 heads: int = 12, kv_heads: int | None = None, ffn_hidden: int | None = None,
                 ffn_act: str | None = None, seq_len: int | None = None, vocab: int | None = None,
                 causal: bool | None = None, tied_embeddings: bool | None = None, norm: str | None = None,
-                image_size: int | None = None, patch_size: int | None = None) -> Workload:
+                image_size: int | None = None, patch_size: int | None = None, qkv_bias: bool | None = None,
+                learned_positions: bool | None = None, experts: int = 1, top_k: int = 1,
+                capacity_factor: float | None = None, expert_ffn_hidden: int | None = None,
+                shared_ffn_hidden: int = 0, mem_len: int = 0, encoder_layers: int | None = None,
+                adaptive_cutoffs: tuple[int, ...] = (), adaptive_div: int = 1) -> Workload:
     """A transformer workload; unset fields take the architecture's convention (module docstring):
     ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
     for gpt/llama, tied for gpt/bert, RMSNorm for llama.  ViT takes ``image_size``/``patch_size``
-    (``seq_len`` follows) and ``vocab`` = classes (default 1000)."""
+    (``seq_len`` follows) and ``vocab`` = classes (default 1000).  ``experts > 1`` makes every MLP
+    a mixture of experts with ``top_k`` routing (``ffn_hidden`` is one expert's width).  ``txl``
+    takes ``mem_len`` and the adaptive softmax (``adaptive_cutoffs``, ``adaptive_div``); ``encdec``
+    splits ``layers`` into ``encoder_layers`` (default half) and decoder layers; both are causal
+    decoders with tied embeddings and no position table by default."""
     if arch not in ARCHS:
         raise ValueError(f"arch {arch!r} is not known; allowed: {', '.join(ARCHS)}")
     hidden_int = positive_int(hidden, "hidden")
@@ -140,19 +249,39 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
         ffn_hidden=4 * hidden_int if ffn_hidden is None else ffn_hidden,
         ffn_act=ffn_act or ("swiglu" if arch == "llama" else "gelu"),
         seq_len=seq_len, vocab=vocab,
-        causal=arch in ("gpt", "llama") if causal is None else causal,
-        tied_embeddings=arch in ("gpt", "bert") if tied_embeddings is None else tied_embeddings,
+        causal=arch in ("gpt", "llama", "txl", "encdec") if causal is None else causal,
+        tied_embeddings=arch in ("gpt", "bert", "txl", "encdec") if tied_embeddings is None else tied_embeddings,
         norm=norm or ("rmsnorm" if arch == "llama" else "layernorm"),
-        image_size=image_size, patch_size=patch_size)
+        image_size=image_size, patch_size=patch_size, qkv_bias=qkv_bias,
+        learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor,
+        expert_ffn_hidden=expert_ffn_hidden, shared_ffn_hidden=shared_ffn_hidden, mem_len=mem_len, adaptive_cutoffs=tuple(adaptive_cutoffs), adaptive_div=adaptive_div,
+        encoder_layers=(layers // 2 if arch == "encdec" and encoder_layers is None else encoder_layers))
     return workload_of(name, shape)
 
 
 def workload_of(name: str, shape: TransformerShape) -> Workload:
     """Wrap a shape into a :class:`Workload` (parameters counted from its op table)."""
     builder = partial(transformer_ops, shape)
-    params = float(builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True).total("params"))
+    table = builder(micro_batch=1, tp=1, cp=1, precision="bf16", flash_attention=True)
+    params = float(table.total("params"))
+    unused_experts = 1.0 - shape.top_k / shape.experts if shape.moe else 0.0
+    active = params - unused_experts * float(table.total("params", expert=True))
     return Workload(name=name, family="transformer", shape=shape, params=params,
-                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder)
+                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder, active_params=active)
+
+
+def moe_all_to_all_bytes(shape: TransformerShape, micro_batch=1, cp=1, precision: str = "bf16"):
+    """Bytes one GPU sends in one MoE all-to-all of one layer and one micro-batch (the buffer size
+    as nccl-tests counts it): its ``cf x top_k x b s / c`` routed token copies of ``h`` values.
+
+    One layer runs :data:`MOE_ALL_TO_ALLS_PER_LAYER` of them per micro-batch (dispatch and combine,
+    forward and backward); over an expert-parallel group of ``ep`` GPUs the share ``(ep-1)/ep``
+    leaves the GPU.  Dense shapes -> 0.  Floats or arrays that broadcast."""
+    A = activation_bytes(precision)
+    b, c = np.asarray(micro_batch, dtype=float), np.asarray(cp, dtype=float)
+    if not shape.moe:
+        return np.zeros(np.broadcast_shapes(b.shape, c.shape))
+    return A * shape.expert_rows_factor * b * shape.seq_len / c * shape.hidden
 
 
 def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precision: str = "bf16",
@@ -185,37 +314,110 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         return OpSpec(name, "elementwise", flops=RESIDUAL_FLOPS * T * h,
                       bytes=(3 * A + mask) * T * h, saved_bytes=mask * T * h)
 
-    scores = b * q_heads * (s / c) * s                   # score-matrix elements per GPU
-    attention_flops = 4 * scores * d
-    if flash_attention:
-        attention_bytes = A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
-        attention_saved = A * T * qkv_n + 4 * b * q_heads * (s / c)      # Q, K, V + fp32 LSE
-        if shape.causal:
-            attention_flops = attention_flops / 2
-    else:
-        attention_bytes = (A * (2 * T * q_heads * d + 2 * b * s * kv_heads * d)
-                           + scores * (4 * A + (2 * A + 1) * mask))       # S, softmax, dropout, PV
-        attention_saved = A * T * qkv_n + scores * (A + (A + 1) * mask)   # Q,K,V, softmax, dropout
-    act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
+    def attention(name, kv_len, causal, score_gemms=2):
+        """Scores and PV of ``T`` queries over ``kv_len`` keys: ``2 score_gemms`` FLOP per score
+        element and head dimension (2 GEMMs: QK^T, PV; Transformer-XL adds the position term BD)."""
+        scores = b * q_heads * (s / c) * kv_len          # score-matrix elements per GPU
+        flops = 2 * score_gemms * scores * d
+        qkv_bytes = A * (T * q_heads * d + 2 * T * (kv_len / s) * kv_heads * d)
+        io_bytes = A * (2 * T * q_heads * d + 2 * b * kv_len * kv_heads * d)
+        if flash_attention and shape.arch != "txl":  # no fused kernel computes TXL's position term
+            byte_count, saved = io_bytes, qkv_bytes + 4 * b * q_heads * (s / c)     # Q, K, V + fp32 LSE
+            flops = flops / 2 if causal else flops
+        else:                                            # S (+ BD), softmax, dropout, PV; keep softmax, mask
+            byte_count = io_bytes + scores * (4 * A + (2 * A + 1) * mask + 2 * A * (score_gemms - 2))
+            saved = qkv_bytes + scores * (A + (A + 1) * mask)
+        return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads,
+                      flops=flops, bytes=byte_count, saved_bytes=saved)
 
-    layer = [
-        norm("attn_norm", T),
-        matmul("qkv", T, qkv_n, h, h * qkv_n + bias * qkv_n, A * T * h),
-        OpSpec("attention", "attention", m=s / c, n=s, k=d, batch_gemms=b * q_heads,
-               flops=attention_flops, bytes=attention_bytes, saved_bytes=attention_saved),
-        matmul("attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
-        residual("attn_residual"),
-        norm("mlp_norm", T),
-        matmul("mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
-        OpSpec("mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
-               saved_bytes=A * up_mats * T * f),
-        matmul("mlp_down", T, h, f, h * f + bias * h, A * T * f),
-        residual("mlp_residual"),
-    ]
+    act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
+    qkv_bias = 1.0 if shape.has_qkv_bias else 0.0
+
+    def self_attention(prefix, causal):
+        if shape.arch == "txl":  # keys over the cached memory and the segment (Dai et al. 2019, Sec. 3.3)
+            klen = s + shape.mem_len
+            tokens = T * klen / s
+            return [norm(prefix + "attn_norm", T),
+                    matmul(prefix + "qkv", tokens, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * tokens * h),
+                    matmul(prefix + "pos_proj", klen, q_heads * d, h, h * q_heads * d, A * klen * h),
+                    attention(prefix + "attention", klen, causal, score_gemms=3),
+                    OpSpec(prefix + "rel_shift", "elementwise", flops=b * q_heads * (s / c) * klen,
+                           bytes=7 * A * b * q_heads * (s / c) * klen),
+                    matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d, A * T * q_heads * d),
+                    residual(prefix + "attn_residual")]           # qkv_net, r_net, o_net: no biases
+        return [norm(prefix + "attn_norm", T),
+                matmul(prefix + "qkv", T, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * T * h),
+                attention(prefix + "attention", s, causal),
+                matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
+                residual(prefix + "attn_residual")]
+
+    def cross_attention(prefix):
+        """Decoder queries over the encoder output (source as long as the target; Vaswani et al. 2017)."""
+        q_n, kv_n = q_heads * d, 2 * kv_heads * d
+        return [norm(prefix + "attn_norm", T),
+                matmul(prefix + "q", T, q_n, h, h * q_n + bias * q_n, A * T * h),
+                matmul(prefix + "kv", T, kv_n, h, h * kv_n + bias * kv_n, A * T * h),
+                attention(prefix + "attention", s, causal=False),
+                matmul(prefix + "attn_out", T, h, q_n, h * q_n + bias * h, A * T * q_n),
+                residual(prefix + "attn_residual")]
+
+    def mlp(prefix):
+        return [norm(prefix + "mlp_norm", T),
+                *(_moe_ops(shape, T, t, up_mats, A, bias, matmul) if shape.moe else [
+                    matmul(prefix + "mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
+                    OpSpec(prefix + "mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
+                           saved_bytes=A * up_mats * T * f),
+                    matmul(prefix + "mlp_down", T, h, f, h * f + bias * h, A * T * f)]),
+                residual(prefix + "mlp_residual")]
+
+    if shape.arch == "encdec":
+        encoder = self_attention("enc_", causal=False) + mlp("enc_")
+        decoder = self_attention("dec_", causal=True) + cross_attention("dec_cross_") + mlp("dec_")
+        layer, layer_repeat = encoder + decoder, ([shape.encoder_layers] * len(encoder)
+                                                  + [shape.layers - shape.encoder_layers] * len(decoder))
+    else:
+        layer = self_attention("", shape.causal) + mlp("")
+        layer_repeat = [shape.layers] * len(layer)
     pre, post = _pre_ops(shape, b, t, c, T, A, mask, matmul, norm), _post_ops(shape, b, t, T, A, matmul, norm)
     ops = pre + layer + post
-    repeat = [1] * len(pre) + [shape.layers] * len(layer) + [1] * len(post)
+    repeat = [1] * len(pre) + layer_repeat + [1] * len(post)
     return build_table(ops, repeat, plan_shape)
+
+
+def _moe_ops(shape: TransformerShape, T, t, up_mats, A, bias, matmul):
+    """Router, its top-k softmax, the routed experts' grouped GEMMs, the weighted combine and, when
+    the shape has one, the shared expert every token also passes (module docstring); widths are
+    per tensor-parallel rank."""
+    h, E = shape.hidden, shape.experts
+    f = shape.expert_width / t
+    act = SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS
+    pairs = shape.expert_rows_factor * T               # token-expert pairs computed per GPU
+    rows = pairs / E                                   # rows of each expert's GEMM
+
+    def grouped(name, n, k, params, saved):
+        return OpSpec(name, "matmul", m=rows, n=n, k=k, batch_gemms=E, flops=2 * pairs * n * k,
+                      bytes=A * (pairs * k + E * k * n + pairs * n), params=params, saved_bytes=saved,
+                      expert=True)
+
+    ops = [
+        OpSpec("router", "matmul", m=T, n=E, k=h, flops=2 * T * E * h, bytes=A * (T * h + h * E + T * E),
+               params=h * E, saved_bytes=0.0),          # its input is mlp_norm's output, kept by the experts
+        OpSpec("router_softmax", "softmax", fp32=True, flops=LOSS_FLOPS * T * E, bytes=(A + 4) * T * E,
+               saved_bytes=4 * T * E),
+        grouped("expert_up", up_mats * f, h, E * up_mats * (h * f + bias * f), A * pairs * h),
+        OpSpec("expert_act", "elementwise", flops=act * pairs * f, bytes=A * (up_mats + 1) * pairs * f,
+               saved_bytes=A * up_mats * pairs * f),
+        grouped("expert_down", h, f, E * (h * f + bias * h), A * pairs * f),
+        OpSpec("expert_combine", "elementwise", flops=2 * pairs * h, bytes=A * (pairs + T) * h,
+               saved_bytes=A * pairs * h),            # weighted sum of the top-k expert outputs
+    ]
+    if shape.shared_ffn_hidden:                        # Qwen2-MoE / DeepSeekMoE shared expert
+        g = shape.shared_ffn_hidden / t
+        ops += [matmul("shared_up", T, up_mats * g, h, up_mats * (h * g + bias * g), 0.0),  # input kept above
+                OpSpec("shared_act", "elementwise", flops=act * T * g, bytes=A * (up_mats + 1) * T * g,
+                       saved_bytes=A * up_mats * T * g),
+                matmul("shared_down", T, h, g, h * g + bias * h, A * T * g)]
+    return ops
 
 
 def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
@@ -225,8 +427,15 @@ def _pre_ops(shape, b, t, c, T, A, mask, matmul, norm):
         pixels = 3 * shape.patch_size ** 2
         params = pixels * h + h + h + s * h           # patch GEMM + bias, class token, positions
         return [matmul("patch_embed", b * patches / c, h, pixels, params, A * b * patches / c * pixels, "pre")]
+    if shape.arch == "txl":
+        return [_adaptive_embedding(shape, t, T, A, mask)]
+    if shape.arch == "encdec":  # source and target tokens through one table, scaled, plus sinusoids
+        return [OpSpec("embedding", "embedding", "pre", flops=2 * 2 * T * h, bytes=2 * (2 * A + mask) * T * h,
+                       params=V * h / t, saved_bytes=2 * mask * T * h)]
     positions = {"gpt": s, "bert": BERT_MAX_POSITIONS + 2, "llama": 0}[shape.arch]  # bert: + 2 token types
-    lookups = 1 + (shape.arch != "llama") + (shape.arch == "bert")
+    learned = shape.position_table
+    positions = positions if learned else 0
+    lookups = 1 + learned + (shape.arch == "bert")
     ops = [OpSpec("embedding", "embedding", "pre", flops=(lookups - 1) * T * h,
                   bytes=(A * (lookups + 1) + mask * (shape.arch != "bert")) * T * h,
                   params=V * h / t + positions * h,
@@ -244,6 +453,8 @@ def _post_ops(shape, b, t, T, A, matmul, norm):
         return [norm("final_norm", T, "post"),
                 matmul("head", b, V, h, V * h + V, A * b * h, "post"),
                 _loss(b * V, A)]
+    if shape.arch == "txl":
+        return _adaptive_softmax(shape, t, T, A, matmul)
     decoder_bias = V / t if shape.arch == "bert" else 0
     logits_params = (0 if shape.tied_embeddings else V * h / t) + decoder_bias
     if shape.arch == "bert":  # MLM transform (dense, GELU, LayerNorm), tied decoder; pooler + NSP
@@ -256,6 +467,38 @@ def _post_ops(shape, b, t, T, A, matmul, norm):
     else:
         ops = [norm("final_norm", T, "post")]
     return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), _loss(T * V / t, A)]
+
+
+def _adaptive_clusters(shape: TransformerShape) -> list[tuple[int, int]]:
+    """(words, width) of each adaptive cluster: the head, then one per tail (Baevski & Auli 2019)."""
+    bounds = [0, *shape.adaptive_cutoffs, shape.vocab]
+    return [(hi - lo, shape.hidden // shape.adaptive_div ** i) for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def _adaptive_embedding(shape, t, T, A, mask):
+    """Adaptive input: each cluster's table at its width, projected to ``hidden`` when the widths
+    differ (``adaptive_div > 1``: every cluster has a projection); one lookup, scale and dropout."""
+    h = shape.hidden
+    clusters = _adaptive_clusters(shape)
+    params = sum(words * width for words, width in clusters)
+    if shape.adaptive_div > 1:
+        params += sum(h * width for _, width in clusters)
+    return OpSpec("embedding", "embedding", "pre", flops=T * h, bytes=(2 * A + mask) * T * h,
+                  params=params / t, saved_bytes=mask * T * h)
+
+
+def _adaptive_softmax(shape, t, T, A, matmul):
+    """Head-cluster logits for every token (module docstring; tails not counted).  Tied to the
+    embedding: its own parameters are the per-word biases, the cluster vectors and, with
+    ``adaptive_div > 1``, the untied head projection (DeepLearningExamples ``tie_projs``)."""
+    h, V = shape.hidden, shape.vocab
+    tails = len(shape.adaptive_cutoffs)
+    head = (shape.adaptive_cutoffs[0] if tails else V) + tails
+    params = V + tails * (h + 1)
+    ops = []
+    if shape.adaptive_div > 1:
+        ops.append(matmul("softmax_proj", T, h, h, h * h, A * T * h, "post"))
+    return ops + [matmul("logits", T, head / t, h, params / t, A * T * h, "post"), _loss(T * head / t, A)]
 
 
 def _loss(elements, A):

@@ -88,6 +88,7 @@ class OpSpec:
     n: object = 0.0
     k: object = 0.0
     batch_gemms: object = 1.0
+    expert: bool = False  # a mixture-of-experts expert GEMM (its params split over expert parallelism)
 
 
 def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
@@ -103,7 +104,8 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         fp32=np.array([op.fp32 for op in ops], dtype=bool),
         m=column("m"), n=column("n"), k=column("k"), batch_gemms=column("batch_gemms"),
         flops=column("flops"), bytes=column("bytes"), params=column("params"),
-        saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape))
+        saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape),
+        expert=np.array([op.expert for op in ops], dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,12 @@ class Workload:
     tokens_per_sample: int | None
     layers: int
     builder: Callable = field(repr=False, default=None)  # compared by identity: overrides differ
+    active_params: float | None = None  # parameters one token uses (mixture of experts); None = params
+
+    @property
+    def params_per_token(self) -> float:
+        """Parameters a token passes through: ``active_params`` for a mixture of experts, else ``params``."""
+        return self.params if self.active_params is None else self.active_params
 
     def ops(self, micro_batch=1, tp=1, cp=1, precision: str = "bf16", flash_attention: bool = True) -> OpTable:
         """The op table for a plan; ``micro_batch``/``tp``/``cp`` may be integer arrays that broadcast.
@@ -157,6 +165,7 @@ class Workload:
             by_kind[kind]["ops"] = int(sum(r for r, k in zip(table.repeat, table.kind) if k == kind))
         return {
             "name": self.name, "family": self.family, "params": self.params,
+            "active_params": self.params_per_token,
             "tokens_per_sample": self.tokens_per_sample, "layers": self.layers,
             "forward_flops_per_sample": self.flops_per_sample(),
             "training_flops_per_sample": self.flops_per_sample(training=True),
@@ -171,6 +180,6 @@ def _cached_ops(workload: Workload, key, precision: str, flash_attention: bool) 
     micro_batch, tp, cp = (np.frombuffer(data, dtype=dtype).reshape(shape) for shape, data, dtype in key)
     table = workload.builder(micro_batch=micro_batch, tp=tp, cp=cp, precision=precision,
                              flash_attention=flash_attention)
-    for column in ("repeat", "fp32", "m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):
+    for column in ("repeat", "fp32", "expert", "m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):
         getattr(table, column).setflags(write=False)
     return table

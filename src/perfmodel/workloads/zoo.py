@@ -17,6 +17,18 @@ Transformer shapes and their sources:
   vocabulary 30522 (uncased WordPiece); sequence 512 by default (override ``seq_len``).
 * ViT: Dosovitskiy et al. 2021, Table 1: B/16 12 x 768, 12 heads, MLP 3072; L/16 24 x 1024,
   16 heads, 4096; H/14 32 x 1280, 16 heads, 5120; 224 px, 1000 classes.
+* Transformer-XL on WikiText-103 as NVIDIA DeepLearningExamples trains it (PyTorch/LanguageModeling/
+  Transformer-XL, README "Model architecture" and pytorch/wt103_{base,large}.yaml), the source of the
+  measurements: base 16 x 512, 8 heads of 64, inner 2048, tgt_len = mem_len = 192, adaptive softmax
+  (div_val 1); large 18 x 1024, 16 heads of 64, inner 4096, tgt_len = mem_len = 384, div_val 4;
+  vocabulary 267,735 words with cutoffs 19,997 / 39,997 / 199,997; no biases on qkv (Dai et al. 2019's
+  reference code).  ``seq_len`` is ``tgt_len``, the tokens a sample predicts.
+* ``transformer-big``: the WMT14 English-German Transformer (big) of Vaswani et al. 2017, Table 3
+  (6 + 6 layers, d_model 1024, 16 heads, d_ff 4096, shared source/target vocabulary of about 37,000
+  BPE tokens, 213 M parameters), as fairseq / DeepLearningExamples PyTorch/Translation/Transformer
+  train it.  Translation batches are length-bucketed sentence pairs; ``seq_len`` 128 stands for one
+  pair (source and target each 128 tokens); the per-token cost barely depends on it at these lengths
+  (attention is s/6h = 2 % of the FLOPs); give ``seq_len`` to change it.
 
 CNN tables:
 
@@ -32,15 +44,21 @@ CNN tables:
   filters 32/64/128/256/320 with a 320-channel bottleneck, strided-conv downsampling, transposed
   conv (with bias) upsampling and skip concatenation, instance norm + ReLU after every 3x3x3 conv,
   a 1x1x1 output conv to 3 classes.
+* ``efficientnet-b0/b4/b7``, ``maskrcnn``, ``retinanet``, ``nnunet-2d``/``nnunet-3d``: see
+  :mod:`perfmodel.workloads.vision`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from pathlib import Path
 from typing import Callable
 
 from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.hf import load_hf_config
+from perfmodel.workloads.vision import efficientnet, maskrcnn, nnunet, retinanet
 from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
 from perfmodel.workloads.workload import Workload
 
@@ -66,6 +84,14 @@ for key, (l, h, a, g, f, v, s) in _LLAMA.items():
                               seq_len=s)
 for key, (l, h, a) in _BERT.items():
     _TRANSFORMERS[key] = dict(arch="bert", layers=l, hidden=h, heads=a, seq_len=512, vocab=30522)
+_TXL_CUTOFFS = (19997, 39997, 199997)
+_TRANSFORMERS["transformer-xl-base"] = dict(arch="txl", layers=16, hidden=512, heads=8, ffn_hidden=2048, seq_len=192,
+                                            mem_len=192, vocab=267735, adaptive_cutoffs=_TXL_CUTOFFS, qkv_bias=False)
+_TRANSFORMERS["transformer-xl-large"] = dict(arch="txl", layers=18, hidden=1024, heads=16, ffn_hidden=4096,
+                                             seq_len=384, mem_len=384, vocab=267735, adaptive_cutoffs=_TXL_CUTOFFS,
+                                             adaptive_div=4, qkv_bias=False)
+_TRANSFORMERS["transformer-big"] = dict(arch="encdec", layers=12, encoder_layers=6, hidden=1024, heads=16,
+                                        ffn_hidden=4096, seq_len=128, vocab=37000)
 for key, (l, h, a, f, p) in _VIT.items():
     _TRANSFORMERS[key] = dict(arch="vit", layers=l, hidden=h, heads=a, ffn_hidden=f, patch_size=p,
                               image_size=224, vocab=1000)
@@ -170,6 +196,12 @@ _FACTORIES: dict[str, Callable[..., Workload]] = {
     "ssd300": lambda **overrides: ssd300("ssd300", **overrides),
     "ssd300-r34": lambda **overrides: ssd300("ssd300-r34", backbone="resnet34", **overrides),
     "unet3d": lambda **overrides: unet3d("unet3d", **overrides),
+    **{f"efficientnet-{v}": (lambda v=v, **overrides: efficientnet(f"efficientnet-{v}", v, **overrides))
+       for v in ("b0", "b4", "b7")},
+    "maskrcnn": lambda **overrides: maskrcnn("maskrcnn", **overrides),
+    "retinanet": lambda **overrides: retinanet("retinanet", **overrides),
+    "nnunet-2d": lambda **overrides: nnunet("nnunet-2d", dims=2, **overrides),
+    "nnunet-3d": lambda **overrides: nnunet("nnunet-3d", dims=3, **overrides),
 }
 ZOO_NAMES: list[str] = list(_FACTORIES)
 _REGISTERED: dict[str, Workload] = {}
@@ -232,19 +264,44 @@ def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workloa
     return workloads
 
 
-_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size")
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size",
+                 "experts", "top_k", "capacity_factor")
+
+
+@functools.lru_cache(maxsize=64)
+def _hf_cached(path: str, modified_ns: int, overrides: tuple) -> Workload:
+    return load_hf_config(path, **dict(overrides))
+
+
+def _hf_workload(path: str, given: dict) -> Workload:
+    """A HuggingFace config.json's workload (cached per file version and overrides)."""
+    if "image_size" in given:
+        raise ValueError("image_size does not apply to hf_config (the file gives it)")
+    try:
+        modified = os.stat(path).st_mtime_ns
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read config.json ({error.strerror})") from None
+    return _hf_cached(str(path), modified, tuple(sorted(given.items())))
 
 
 def workload_from_spec(spec) -> Workload:
     """A :class:`~perfmodel.scenario.WorkloadSpec` (or the same fields in a mapping) as a workload.
 
+    ``hf_config: path`` reads a HuggingFace config.json (:mod:`perfmodel.workloads.hf`); shape
+    fields given with it override the file's.
+
     ``model: transformer`` needs layers, hidden, heads, seq_len and vocab; it is a Llama-style
-    model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style.  A zoo
+    model (RMSNorm, untied, no biases/dropout) when ``ffn_act`` is swiglu, else GPT-style;
+    ``experts``/``top_k``/``capacity_factor`` make its MLPs a mixture of experts.  A zoo
     name takes the given shape fields as overrides (``seq_len: 128`` on ``bert-large``); CNNs take
     only ``image_size``."""
     fields = spec if isinstance(spec, dict) else spec.model_dump()
     model = fields.get("model")
     given = {key: fields[key] for key in _SHAPE_FIELDS if fields.get(key) is not None}
+    if fields.get("hf_config") is not None:
+        if model is not None:
+            raise ValueError("give one of 'model' and 'hf_config', not both")
+        return _hf_workload(fields["hf_config"], given)
     if model == "transformer":
         missing = [key for key in ("layers", "hidden", "heads", "seq_len", "vocab") if key not in given]
         if missing:

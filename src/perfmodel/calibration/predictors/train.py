@@ -92,8 +92,9 @@ def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[fl
 
 
 def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
-    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=rows.index)
     out["reason"] = out["reason"].astype(object)
+    out["assumed"] = out["assumed"].astype(object)
     groups: dict[tuple, list] = {}
     for index, row in rows.iterrows():
         try:
@@ -102,6 +103,7 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
             scenario = scenario_of(row)
             workload = _workload(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
+            out.at[index, "assumed"] = "; ".join(cluster.assumed) or None
             cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]

@@ -1,0 +1,128 @@
+"""Reference inter-node fabrics: what a multi-node job without ``inter`` is assumed to run on."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+import perfmodel.cli
+from perfmodel.estimate import estimate
+from perfmodel.calibration.validate import validate
+from perfmodel.cli import main
+from perfmodel.hardware.catalog import CatalogError, load_catalog
+
+# DGX SuperPOD / DGX node networks (sources in the catalog entries): A100 8 x HDR 200, H100 8 x NDR 400
+EXPECTED = [("A100-SXM4-80GB", 8, "ib-hdr"), ("A100-SXM4-40GB", 8, "ib-hdr"), ("H100-SXM5-80GB", 8, "ib-ndr"),
+            ("H200-SXM-141GB", 8, "ib-ndr"), ("B200", 8, "ib-ndr"), ("V100-SXM2-32GB", 4, "ib-edr"),
+            ("V100-SXM3-32GB", 8, "ib-edr")]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(include_env=False)
+
+
+@pytest.mark.parametrize("gpu, ports, link", EXPECTED)
+def test_multi_node_without_inter_takes_the_reference_fabric(catalog, gpu, ports, link):
+    per_node = catalog.gpu(gpu).reference_fabric and (16 if gpu.startswith("V100-SXM3") else 8)
+    cluster = catalog.cluster(gpu=gpu, num_gpus=4 * per_node, gpus_per_node=per_node)
+    assert (cluster.nics_per_node, cluster.nic.name) == (ports, link)
+    assert len(cluster.assumed) == 1
+    note = cluster.assumed[0]
+    assert note.startswith(f"inter = {ports} x {link} (reference fabric for {catalog.gpu(gpu).name}: ")
+    assert catalog.gpu(gpu).reference_fabric.source in note
+
+
+def test_reference_fabric_is_the_dgx_node_network(catalog):
+    """Where the catalog has the DGX node, its NICs are the reference fabric (one fact, two places)."""
+    for node in ("DGX-A100-640GB", "DGX-H100", "DGX-H200", "DGX-B200", "DGX-1", "DGX-2"):
+        spec = catalog.node(node)
+        for gpu in catalog.gpus.values():
+            if gpu.name == catalog.gpu(spec.gpu).name and gpu.reference_fabric:
+                assert catalog.inter_link(gpu.reference_fabric.inter) == (spec.nics, catalog.link(spec.nic))
+
+
+def test_nothing_is_assumed_when_inter_is_given_or_one_node(catalog):
+    given = catalog.cluster(gpu="H100", num_gpus=64, inter="4 x roce-400")
+    assert (given.nics_per_node, given.nic.name, given.assumed) == (4, "roce-400", [])
+    single = catalog.cluster(gpu="H100", num_gpus=8)
+    assert single.nic is None and single.assumed == []
+
+
+def test_a_gpu_without_a_reference_fabric_stays_without_network(catalog):
+    assert catalog.gpu("A100-PCIe-80GB").reference_fabric is None
+    cluster = catalog.cluster(gpu="A100-PCIe-80GB", num_gpus=16, gpus_per_node=8)
+    assert cluster.nic is None and cluster.assumed == []
+    with pytest.raises(ValueError, match="hardware.inter: 2 nodes need an inter-node network"):
+        estimate({"workload": {"model": "resnet50"},
+                  "hardware": {"gpu": "A100-PCIe-80GB", "num_gpus": 16, "gpus_per_node": 8},
+                  "plan": {"micro_batch": 64, "global_batch": 1024, "precision": "bf16"}})
+
+
+def test_instance_network_filled_from_sources_and_inter_overrides_it(catalog):
+    ultra = catalog.cluster(instance="gcp/a3-ultragpu-8g", nodes=2)
+    azure = catalog.cluster(instance="azure/Standard_ND96isr_H200_v5", nodes=2)
+    for cluster in (ultra, azure):
+        assert cluster.inter_bandwidth_per_node == pytest.approx(3200e9 / 8)
+        assert cluster.assumed == []
+    override = catalog.cluster(instance="gcp/a2-ultragpu-8g", nodes=2, inter="1 x eth-80")
+    assert (override.nics_per_node, override.nic.name) == (1, "eth-80")
+
+
+def test_bad_reference_fabric_in_a_user_file_names_file_and_field(tmp_path):
+    shipped = load_catalog(include_env=False).gpu("H100").model_dump(mode="json")
+    shipped.update(name="X100", aliases=[], reference_fabric={"inter": "8 x ib-qdr", "system": "x", "source": "y"})
+    path = tmp_path / "extra.yaml"
+    path.write_text(yaml.safe_dump({"gpus": [shipped]}))
+    with pytest.raises(CatalogError, match=r"extra.yaml: gpus \(X100\): field 'reference_fabric.inter' = "
+                                           r"'8 x ib-qdr': link 'ib-qdr' is not in the catalog"):
+        load_catalog(path, include_env=False)
+    shipped["reference_fabric"]["inter"] = "eight ib-ndr"
+    path.write_text(yaml.safe_dump({"gpus": [shipped]}))
+    with pytest.raises(CatalogError, match=r"extra.yaml: gpus\[0\] \(X100\): field 'reference_fabric'"):
+        load_catalog(path, include_env=False)
+
+
+SCENARIO_64 = {"workload": {"model": "llama2-7b"},
+               "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64},
+               "plan": {"tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 512, "precision": "bf16",
+                        "recompute": "selective", "zero": 1}}
+
+
+def test_estimate_of_64_gpus_without_inter_says_what_it_assumed():
+    result = estimate(SCENARIO_64)
+    assert result.feasible and result.hardware["inter"] == "8 x ib-ndr"
+    assert result.assumptions["assumed"][0].startswith("inter = 8 x ib-ndr (reference fabric for H100-SXM5-80GB")
+    stated = estimate({**SCENARIO_64, "hardware": {**SCENARIO_64["hardware"], "inter": "8 x ib-ndr"}})
+    assert "assumed" not in stated.assumptions
+    assert stated.step_time_s == pytest.approx(result.step_time_s)
+
+
+def test_cli_estimate_prints_the_assumption(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(perfmodel.cli, "COMMANDS", ("estimate",))
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCENARIO_64))
+    assert main(["estimate", str(path)]) == 0
+    assert "assumed: inter = 8 x ib-ndr (reference fabric for H100-SXM5-80GB" in capsys.readouterr().out
+
+
+def test_validate_rows_list_the_assumed_fabric():
+    rows = pd.DataFrame([
+        {"id": "a", "kind": "train", "gpu": "A100-SXM4-80GB", "num_gpus": 32, "gpus_per_node": 8, "inter": None,
+         "model": "bert-large", "seq_len": 128, "precision": "fp16", "micro_batch": 64, "global_batch": 2048,
+         "metric": "samples_per_s", "value": 10000.0},
+        {"id": "b", "kind": "train", "gpu": "A100-SXM4-80GB", "num_gpus": 32, "gpus_per_node": 8,
+         "inter": "8 x ib-hdr", "model": "bert-large", "seq_len": 128, "precision": "fp16", "micro_batch": 64,
+         "global_batch": 2048, "metric": "samples_per_s", "value": 10000.0}])
+    result = validate(rows).set_index("id")
+    assert result.loc["a", "assumed"].startswith("inter = 8 x ib-hdr (reference fabric for A100-SXM4-80GB")
+    assert result.loc["b", "assumed"] is None
+    assert result.loc["a", "predicted"] == pytest.approx(result.loc["b", "predicted"])
+
+
+def test_omni_path_is_a_catalog_link(catalog):
+    cluster = catalog.cluster(gpu="A100-SXM4-80GB", num_gpus=288, inter="4 x omni-path-100")
+    assert (cluster.nics_per_node, cluster.nic.name, cluster.nic.kind) == (4, "opa-100", "omnipath")
+    assert cluster.inter_bandwidth_per_node == pytest.approx(4 * 100e9 / 8)
+    assert cluster.assumed == []
