@@ -173,7 +173,7 @@ CASES = [
     Case("scenario-unknown-model", ["check", "{s.yaml}"], 2, ["'gpt2'", "not in the zoo"],
          {"s.yaml": scenario_yaml(workload={"model": "gpt2"})}),
     Case("scenario-multi-node-no-network-check", ["check", "{s.yaml}"], 2, ["hardware.inter", "2 nodes"],
-         {"s.yaml": scenario_yaml(hardware={"num_gpus": 16})}),
+         {"s.yaml": scenario_yaml(hardware={"gpu": "H100-PCIe-80GB", "num_gpus": 16})}),  # no reference fabric
     # ---- scenario files: the file itself ---------------------------------------------------------
     Case("scenario-binary", ["check", "{s.yaml}"], 2, ["s.yaml", "not UTF-8", "byte 0"],
          {"s.yaml": bytes(range(128, 256)) * 4}),

@@ -253,7 +253,7 @@ def test_scenario_needs_exactly_one_of_model_and_hf_config(tmp_path):
 
 
 def test_estimate_of_an_hf_config_scenario():
-    from perfmodel.estimate import estimate
+    from perfmodel import estimate
     result = estimate({"workload": {"hf_config": str(config("gpt2"))},
                        "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 1},
                        "plan": {"micro_batch": 4, "global_batch": 32, "precision": "bf16"}})
@@ -280,7 +280,7 @@ def test_cli_workload_show_a_config_json(capsys, only_workload_command):
 
 
 def test_mixtral_on_64_h100_estimates_with_the_assumed_fabric():
-    from perfmodel.estimate import estimate
+    from perfmodel import estimate
     result = estimate({"workload": {"hf_config": str(config("mixtral-8x7b")), "seq_len": 4096},
                        "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64},
                        "plan": {"precision": "bf16", "tp": 8, "pp": 2, "micro_batch": 1, "global_batch": 512,

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import perfmodel.cli
-from perfmodel.estimate import estimate
+from perfmodel import estimate
 from perfmodel.calibration.validate import validate
 from perfmodel.cli import main
 from perfmodel.hardware.catalog import CatalogError, load_catalog

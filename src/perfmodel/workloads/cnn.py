@@ -35,7 +35,7 @@ import numpy as np
 from perfmodel.workloads.workload import (LOSS_FLOPS, NORM_FLOPS, OpSpec, Workload, activation_bytes,
                                           build_table, plan_arrays, positive_int)
 
-__all__ = ["cnn", "cnn_ops", "conv_output_size", "CNN_OPS"]
+__all__ = ["cnn", "cnn_ops", "conv_output_size", "bottleneck", "CNN_OPS"]
 
 CNN_OPS = ("conv", "bn", "relu", "add", "concat", "pool", "fc", "loss")
 _REQUIRED = {"conv": ("in_channels", "out_channels", "kernel", "input_size"), "bn": ("channels", "size"),
@@ -217,3 +217,17 @@ class LayerTableBuilder:
 
     def loss(self, name, classes):
         return self._emit(dict(op="loss", name=name, classes=classes), False)
+
+
+def bottleneck(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:
+    """ResNet v1.5 bottleneck: 1x1, 3x3 (carrying the stride), 1x1 (x4), shortcut, add, ReLU."""
+    block_input = net.state()
+    net.conv(f"{name}.conv1", width, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
+    net.conv(f"{name}.conv2", width, 3, stride, 1).bn(f"{name}.bn2").relu(f"{name}.relu2")
+    net.conv(f"{name}.conv3", 4 * width, 1).bn(f"{name}.bn3")
+    if downsample:
+        main = net.state()
+        net.restore(block_input)
+        net.conv(f"{name}.downsample", 4 * width, 1, stride).bn(f"{name}.downsample_bn")
+        net.restore(main)
+    net.add(f"{name}.add").relu(f"{name}.relu3")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.cnn import LayerTableBuilder, bottleneck, cnn
 from perfmodel.workloads.workload import Workload
 
 __all__ = ["efficientnet", "maskrcnn", "retinanet", "nnunet", "EFFICIENTNET_SCALING"]
@@ -96,15 +96,13 @@ POSITIVE_ROIS = 128  # 25 % positive fraction of 512: the mask head's RoIs at mo
 
 def _backbone(net: LayerTableBuilder) -> list:
     """ResNet-50 v1.5 trunk; the states after each of the four stages (C2..C5)."""
-    from perfmodel.workloads.zoo import _bottleneck
-
     net.conv("conv1", 64, 7, 2, 3).bn("bn1").relu("relu").pool("maxpool", "max", 3, 2, 1)
     stages = []
     for stage, count in enumerate((3, 4, 6, 3)):
         width = 64 * 2 ** stage
         for i in range(count):
             stride = (1 if stage == 0 else 2) if i == 0 else 1
-            _bottleneck(net, f"layer{stage + 1}.{i}", width, stride, i == 0)
+            bottleneck(net, f"layer{stage + 1}.{i}", width, stride, i == 0)
         stages.append(net.state())
     return stages
 

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.cnn import bottleneck as _bottleneck
 from perfmodel.workloads.hf import load_hf_config
 from perfmodel.workloads.vision import efficientnet, maskrcnn, nnunet, retinanet
 from perfmodel.workloads.transformer import TransformerShape, transformer, workload_of
@@ -95,20 +96,6 @@ _TRANSFORMERS["transformer-big"] = dict(arch="encdec", layers=12, encoder_layers
 for key, (l, h, a, f, p) in _VIT.items():
     _TRANSFORMERS[key] = dict(arch="vit", layers=l, hidden=h, heads=a, ffn_hidden=f, patch_size=p,
                               image_size=224, vocab=1000)
-
-
-def _bottleneck(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:
-    """ResNet v1.5 bottleneck: 1x1, 3x3 (carrying the stride), 1x1 (x4), shortcut, add, ReLU."""
-    block_input = net.state()
-    net.conv(f"{name}.conv1", width, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
-    net.conv(f"{name}.conv2", width, 3, stride, 1).bn(f"{name}.bn2").relu(f"{name}.relu2")
-    net.conv(f"{name}.conv3", 4 * width, 1).bn(f"{name}.bn3")
-    if downsample:
-        main = net.state()
-        net.restore(block_input)
-        net.conv(f"{name}.downsample", 4 * width, 1, stride).bn(f"{name}.downsample_bn")
-        net.restore(main)
-    net.add(f"{name}.add").relu(f"{name}.relu3")
 
 
 def _basic(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:
