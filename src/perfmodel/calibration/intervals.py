@@ -1,66 +1,547 @@
-"""80 % prediction intervals from cross-validated residuals.
+"""Prediction intervals that widen away from the calibration data.
 
-For each measurement kind and GPU architecture, the 10th and 90th percentiles of the held-out
-ratio measured / predicted (from :func:`perfmodel.calibration.fit.cross_validate`) scale a new
-prediction into an interval that covers about 80 % of held-out rows.  Groups with fewer than
-``MIN_ROWS`` held-out rows fall back to the kind's pooled ratios.
+An estimate's error is the log ratio ``r = log(measured / predicted)`` in *rate* orientation
+(predicted / measured for time metrics, so a model 20 % too fast gives the same ``r`` whether the
+row reports samples/s or seconds).  The interval model describes ``r`` at the place an estimate
+stands: its measurement kind, GPU architecture, scale (GPU count, model size, sequence length)
+and which of its inputs were assumed.  ``r = b + sigma * z`` with
 
-Ratios are kept in *rate* orientation (measured / predicted for throughputs, predicted /
-measured for times), so that rows of both kinds of metric pool: a model that is 20 % too fast
-gives 0.83 whether the row reports samples/s or seconds per step.
+* ``b``, the systematic bias, and the residual variance ``v`` of the *nearest cross-validated
+  rows*: the kind, then the kind on this architecture, then on this architecture at this GPU-count
+  bucket; each level is shrunk towards its parent with weight ``n / (n + n0)`` (a precision
+  weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
+  Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
+* ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
+  the sum in quadrature of the relative standard errors of the efficiencies that scale the
+  kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
+  ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
+  so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
+  (an architecture the fit never saw);
+* ``e``, extrapolation: an architecture with no rows of this kind adds the between-architecture
+  variance of the biases (``tau^2``, method of moments; or the excess variance of a
+  leave-one-architecture-out study when given); each decade of GPU count, model size or sequence
+  length outside the fitted range adds the residual trend along that axis (slope and its standard
+  error, in quadrature) times the distance; each assumed input (framework, fabric) adds the
+  between-group variance of the biases of that input;
+* ``z``: the empirical quantiles of the standardized cross-validated residuals
+  ``(r - b) / sigma`` of the kind, blended with Student-t quantiles (``nu = n - 1``) with weight
+  ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
+  grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
+
+``fit_interval_model(cv_frame, profile)`` builds the model (a plain JSON-able dict, kept in the
+profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
+estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
 """
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
-from perfmodel.profile import TIME_METRICS, scale_by_ratio
+from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio
 
-MIN_ROWS = 8
-QUANTILES = (0.10, 0.90)
+__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
+           "row_context", "fit_interval_model", "ratio_bounds", "bounds", "interval_columns",
+           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket"]
+
+LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
+N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
+GRID = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5,
+        0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
+# efficiencies that scale each kind's dominant time term with elasticity 1
+DEPENDS = {
+    "gemm": ("matmul_efficiency",),
+    "memcpy": ("memory_efficiency",),
+    "collective": ("link_bandwidth_efficiency",),
+    "train": ("matmul_efficiency", "sustained_clock_fraction"),
+}
+FEATURES = ("num_gpus", "model_params", "seq_len")  # scale axes, compared in decades (log10)
+ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; each has its tau
+_MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
+_MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
+
+
 def rate_ratio(metric, measured, predicted):
     """measured / predicted for rate metrics, predicted / measured for time metrics."""
     is_time = np.isin(np.asarray(metric), TIME_METRICS)
     return np.where(is_time, predicted / measured, measured / predicted)
 
 
-def interval_table(cv_frame, catalog) -> dict[str, tuple[float, float]]:
-    """``{kind: (low, high), "kind[architecture]": (low, high)}`` ratio quantiles."""
-    import pandas as pd
-
-    scored = cv_frame[cv_frame["predicted"].notna()]
-    ratio = pd.Series(rate_ratio(scored["metric"], scored["measured"], scored["predicted"]), index=scored.index)
-    architecture = scored["gpu"].map(lambda name: _architecture(catalog, name))
-    table: dict[str, tuple[float, float]] = {}
-    for kind, values in ratio.groupby(scored["kind"]):
-        if len(values) >= 2:
-            table[kind] = tuple(float(q) for q in np.quantile(values, QUANTILES))
-    for (kind, arch), values in ratio.groupby([scored["kind"], architecture]):
-        if len(values) >= MIN_ROWS and arch:
-            table[f"{kind}[{arch}]"] = tuple(float(q) for q in np.quantile(values, QUANTILES))
-    return table
-
-
 def _architecture(catalog, name) -> str | None:
     try:
         return catalog.gpu(name).architecture
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 
-def interval_bounds(result, profile, catalog=None):
-    """(low, high) arrays for the rows of a validate() result, from ``profile.interval``.
+def architectures(gpus, catalog):
+    """GPU architecture of each GPU name (None when the catalog does not know it)."""
+    names = {name: _architecture(catalog, name) for name in set(gpus)}
+    return [names[name] for name in gpus]
 
-    Bounds are in rate orientation; time-like metrics get them inverted (see module docstring).
-    """
+
+def framework_family(value) -> str | None:
+    """'PyTorch (NGC 22.11)' -> 'pytorch', 'Megatron-LM + DeepSpeed' -> 'megatron-lm': the first
+    word of a free-text framework field, lower case (None when missing)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        return None
+    return re.split(r"[\s(/+,]", str(value).strip(), maxsplit=1)[0].lower()
+
+
+def gpu_bucket(num_gpus):
+    """GPU-count bucket of each estimate: '1', '2-8' (one node), '9-64', '65-512', '513+', '?'."""
+    n = np.asarray(num_gpus, dtype=float)
+    edges = np.array([1.5, 8.5, 64.5, 512.5])
+    names = np.array(["1", "2-8", "9-64", "65-512", "513+"], dtype=object)
+    out = names[np.searchsorted(edges, np.nan_to_num(n, nan=1.0))]
+    return np.where(np.isfinite(n), out, "?")
+
+
+def _model_params(rows) -> np.ndarray:
+    """Parameter count of each row's model: 12 L h^2 + V h for a transformer given by shape
+    (Kaplan et al. 2020, "Scaling laws for neural language models", eq. 2.1), else the zoo's
+    count for a named model, else NaN."""
+    from perfmodel.workloads.zoo import get_workload
+
+    out = np.full(len(rows), np.nan)
+    if "layers" in rows and "hidden" in rows:
+        layers = rows["layers"].to_numpy(dtype=float)
+        hidden = rows["hidden"].to_numpy(dtype=float)
+        vocab = np.nan_to_num(rows["vocab"].to_numpy(dtype=float)) if "vocab" in rows else 0.0
+        out = 12.0 * layers * hidden ** 2 + vocab * hidden
+    if "model" in rows:
+        known: dict[str, float] = {}
+        for name in set(rows["model"].dropna()):
+            try:
+                known[name] = float(get_workload(str(name)).params)
+            except (ValueError, KeyError):
+                known[name] = np.nan
+        by_name = rows["model"].map(known).to_numpy(dtype=float)
+        out = np.where(np.isfinite(out), out, by_name)
+    return out
+
+
+def row_context(measurements, catalog):
+    """The context columns of measurement rows (same index): architecture, num_gpus,
+    model_params, seq_len, framework (family), fabric (the inter-node link, else the intra-node
+    one), source."""
+    import pandas as pd
+
+    def column(name):
+        return measurements[name] if name in measurements else pd.Series(np.nan, index=measurements.index)
+
+    fabric = column("inter").where(column("inter").notna(), column("intra"))
+    return pd.DataFrame({
+        "architecture": architectures(measurements["gpu"], catalog),
+        "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
+        "model_params": _model_params(measurements),
+        "seq_len": pd.to_numeric(column("seq_len"), errors="coerce"),
+        "framework": column("framework").map(framework_family),
+        "fabric": fabric.astype(object).where(fabric.notna(), None),
+        "source": column("source"),
+    }, index=measurements.index)
+
+
+# ---------------------------------------------------------------- parameter uncertainty (p)
+
+def _relative_variance(profile, name: str, group) -> float:
+    """(standard error / value)^2 of ``name`` for ``group``: its own key, else the pooled key
+    (whose uncertainty is the spread across groups), else 0 when the fit left it unknown."""
+    for key in ((f"{name}[{group}]",) if group else ()) + (name,):
+        value, error = profile.values.get(key), profile.uncertainty.get(key)
+        if value and error is not None and np.isfinite(error) and value > 0:
+            return float((error / value) ** 2)
+    if group is None:  # link kinds: the largest of the fitted groups
+        keyed = [(profile.uncertainty.get(k, 0.0) / v) ** 2 for k, v in profile.values.items()
+                 if k.startswith(f"{name}[") and v > 0]
+        return float(max(keyed, default=0.0))
+    return 0.0
+
+
+def parameter_variance(profile, kind, architecture) -> np.ndarray:
+    """``p``: the sum over :data:`DEPENDS` of the squared relative standard errors, per estimate
+    (arrays of kind and architecture)."""
+    kind = np.asarray(kind, dtype=object)
+    architecture = np.asarray(architecture, dtype=object)
+    kind, architecture = np.broadcast_arrays(kind, architecture)
+    pairs = np.array([f"{k}|{a}" for k, a in zip(kind.ravel(), architecture.ravel())], dtype=object)
+    unique, inverse = np.unique(pairs, return_inverse=True)
+    values = []
+    for pair in unique:
+        k, a = pair.split("|", 1)
+        group = None if a in ("None", "nan") else a
+        values.append(sum(_relative_variance(profile, name, group if PARAMETERS.get(name) is None
+                                             or PARAMETERS[name].per == "architecture" else None)
+                          for name in DEPENDS.get(k, ())))
+    return np.asarray(values, dtype=float)[inverse].reshape(kind.shape)
+
+
+# ---------------------------------------------------------------- fitting the model
+
+def _robust(values) -> tuple[float, float]:
+    """(median, robust variance (1.4826 MAD)^2) of finite ``values``."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0, 0.0
+    centre = float(np.median(values))
+    return centre, float((_MAD_TO_SIGMA * np.median(np.abs(values - centre))) ** 2)
+
+
+def _node(r, p, parent=None, n0=N0) -> dict:
+    """Bias and residual variance of a group of rows, shrunk towards ``parent`` (n / (n + n0))."""
+    n = int(np.isfinite(r).sum())
+    bias, spread = _robust(r)
+    variance = max(spread - float(np.nanmean(p)) if n else 0.0, _MIN_SPREAD_SHARE * spread)
+    if parent is not None:
+        weight = n / (n + n0)
+        bias = weight * bias + (1 - weight) * parent["bias"]
+        variance = weight * variance + (1 - weight) * parent["variance"]
+    return {"n": n, "bias": bias, "variance": variance}
+
+
+def _between_variance(r, groups) -> float:
+    """tau^2: variance of the group medians beyond what their sampling noise explains
+    (method of moments, var(median) ~ (pi/2) s^2 / n), over groups of >= 3 rows; 0 with < 2."""
+    medians, noise = [], []
+    for name in {g for g in groups if g is not None}:
+        values = r[np.array([g == name for g in groups])]
+        values = values[np.isfinite(values)]
+        if values.size >= 3:
+            centre, spread = _robust(values)
+            medians.append(centre)
+            noise.append(math.pi / 2 * spread / values.size)
+    if len(medians) < 2:
+        return 0.0
+    return float(max(np.var(medians, ddof=1) - np.mean(noise), 0.0))
+
+
+def _trend(r, x) -> dict | None:
+    """Fitted range [lo, hi] of log10 x, and the residual trend per decade sqrt(beta^2 + se^2)."""
+    ok = np.isfinite(r) & np.isfinite(x) & (x > 0)
+    if ok.sum() < 3:
+        return None
+    logx = np.log10(x[ok])
+    lo, hi = float(logx.min()), float(logx.max())
+    if hi - lo < 1e-9:
+        return {"range": [lo, hi], "per_decade": 0.0}
+    design = np.column_stack([np.ones_like(logx), logx])
+    coef, *_ = np.linalg.lstsq(design, r[ok], rcond=None)
+    residual = r[ok] - design @ coef
+    dof = max(int(ok.sum()) - 2, 1)
+    covariance = np.linalg.pinv(design.T @ design) * float(residual @ residual) / dof
+    slope_se = math.sqrt(max(covariance[1, 1], 0.0))
+    return {"range": [lo, hi], "per_decade": float(math.hypot(coef[1], slope_se))}
+
+
+def _student_t(probabilities, dof):
+    from scipy.stats import t
+
+    return t.ppf(probabilities, df=max(dof, 1))
+
+
+def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float = N0) -> dict:
+    """The interval model (a JSON-able dict) from cross-validated residuals.
+
+    ``cv_frame``: held-out rows with kind, metric, measured, predicted (from
+    :func:`perfmodel.calibration.fit.cross_validate`); ``context``: :func:`row_context` of the
+    same rows (same index; without it only kind and GPU are used, so ``cv_frame`` needs ``gpu``
+    and a catalog-known name... pass it); ``profile``: the fitted profile (its uncertainty
+    gives ``p``); ``unseen``: optionally a leave-one-architecture-out frame of the same rows
+    (same columns as ``cv_frame``), whose excess variance over ``cv_frame`` bounds the
+    new-architecture term from below."""
+    if context is None:
+        raise ValueError("fit_interval_model needs the row context (row_context(measurements, catalog))")
+    scored = cv_frame[cv_frame["predicted"].notna() & (cv_frame["measured"] > 0)]
+    info = context.loc[scored.index]
+    r_all = np.log(rate_ratio(scored["metric"], scored["measured"].to_numpy(float),
+                              scored["predicted"].to_numpy(float)))
+    arch_all = info["architecture"].to_numpy(dtype=object)
+    kinds = scored["kind"].to_numpy(dtype=object)
+    p_all = parameter_variance(profile, kinds, arch_all)
+    bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
+    model: dict = {"version": 1, "n0": n0, "grid": list(GRID), "kinds": {}}
+    for kind in sorted(set(kinds)):
+        mask = kinds == kind
+        r, p, arch, bucket = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask]
+        root = _node(r, p)
+        entry = {**root, "architectures": {}, "tau": {}, "scale": {}}
+        for name in sorted({a for a in arch if a is not None}):
+            in_arch = arch == name
+            node = _node(r[in_arch], p[in_arch], root, n0)
+            node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
+                               for b in sorted(set(bucket[in_arch]))}
+            entry["architectures"][name] = node
+        entry["tau"]["architecture"] = _between_variance(r, list(arch))
+        if unseen is not None:
+            held = unseen[(unseen["kind"] == kind) & unseen["predicted"].notna() & (unseen["measured"] > 0)]
+            if len(held) >= 3:
+                r_unseen = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float),
+                                             held["predicted"].to_numpy(float)))
+                centre, spread = _robust(r_unseen)
+                excess = spread + (centre - root["bias"]) ** 2 - root["variance"] - float(np.mean(p))
+                entry["tau"]["architecture"] = max(entry["tau"]["architecture"], float(excess))
+        for name in ASSUMABLE:
+            entry["tau"][name] = _between_variance(r, list(info[name].to_numpy(dtype=object)[mask]))
+        for feature in FEATURES:
+            trend = _trend(r, info[feature].to_numpy(dtype=float)[mask])
+            if trend is not None:
+                entry["scale"][feature] = trend
+        # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
+        bias, variance = _lookup(entry, arch, bucket)
+        z = (r - bias) / np.sqrt(variance + p)
+        z = z[np.isfinite(z)]
+        t = _student_t(np.array(GRID), z.size - 1)
+        weight = z.size / (z.size + n0)
+        empirical = np.quantile(z, GRID) if z.size else t
+        entry["z"] = [float(v) for v in weight * empirical + (1 - weight) * t]
+        model["kinds"][kind] = entry
+    return model
+
+
+def _lookup(entry: dict, arch, bucket):
+    """(bias, variance) of the deepest node each estimate reaches: kind > architecture > bucket."""
+    arch = np.asarray(arch, dtype=object)
+    bucket = np.asarray(bucket, dtype=object)
+    keys = np.array([f"{a}|{b}" for a, b in zip(arch.ravel(), bucket.ravel())], dtype=object)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    found = []
+    for key in unique:
+        a, b = key.split("|", 1)
+        node = entry["architectures"].get(a)
+        node = entry if node is None else node["buckets"].get(b, node)
+        found.append((node["bias"], node["variance"]))
+    found = np.asarray(found, dtype=float).reshape(-1, 2)[inverse]
+    return found[:, 0].reshape(arch.shape), found[:, 1].reshape(arch.shape)
+
+
+# ---------------------------------------------------------------- evaluating it
+
+def _check_level(level) -> float:
+    level = float(level)
+    if not 0 < level <= 1 - 2 * GRID[0]:
+        raise ValueError(f"interval level must be in (0, {1 - 2 * GRID[0]:.2f}], got {level}")
+    return level
+
+
+def _z(entry: dict, probabilities, grid) -> np.ndarray:
+    return np.interp(probabilities, grid, entry["z"])
+
+
+def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
+              seq_len=np.nan, assumed=None) -> dict[str, np.ndarray]:
+    """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
+    ``residual`` (v), ``parameters`` (p), ``architecture``, ``scale`` and ``assumed``
+    (extrapolation variances) and ``total`` (sqrt of their sum: sigma)."""
+    kind, architecture, num_gpus, model_params, seq_len = np.broadcast_arrays(
+        np.asarray(kind, dtype=object), np.asarray(architecture, dtype=object),
+        np.asarray(num_gpus, dtype=float), np.asarray(model_params, dtype=float), np.asarray(seq_len, dtype=float))
+    assumed = {name: np.broadcast_to(np.asarray(flag, dtype=bool), kind.shape)
+               for name, flag in (assumed or {}).items()}
+    unknown = set(assumed) - set(ASSUMABLE)
+    if unknown:
+        raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
+    out = {name: np.zeros(kind.shape) for name in ("bias", "residual", "architecture", "scale", "assumed")}
+    out["parameters"] = parameter_variance(profile, kind, architecture)
+    values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
+    bucket = gpu_bucket(num_gpus)
+    for name in set(kind.ravel()):
+        entry = model["kinds"].get(name)
+        if entry is None:
+            raise ValueError(f"the interval model has no kind {name!r}; it has {', '.join(sorted(model['kinds']))}")
+        mask = kind == name
+        bias, variance = _lookup(entry, architecture[mask], bucket[mask])
+        out["bias"][mask], out["residual"][mask] = bias, variance
+        unseen = np.array([a not in entry["architectures"] for a in architecture[mask]], dtype=bool)
+        out["architecture"][mask] = np.where(unseen, entry["tau"].get("architecture", 0.0), 0.0)
+        scale = np.zeros(int(mask.sum()))
+        for feature, trend in entry["scale"].items():
+            x = np.log10(np.where(values[feature][mask] > 0, values[feature][mask], np.nan))
+            lo, hi = trend["range"]
+            outside = np.nan_to_num(np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0))
+            scale += (trend["per_decade"] * outside) ** 2
+        out["scale"][mask] = scale
+        for input_name, flag in assumed.items():
+            out["assumed"][mask] += np.where(flag[mask], entry["tau"].get(input_name, 0.0), 0.0)
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["scale"] + out["assumed"])
+    return out
+
+
+def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
+                 model_params=np.nan, seq_len=np.nan, assumed=None) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
+    estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
+    ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default."""
+    level = _check_level(level)
+    parts = log_sigma(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)
+    kind = np.broadcast_to(np.asarray(kind, dtype=object), parts["total"].shape)
+    z_low = np.zeros(kind.shape)
+    z_high = np.zeros(kind.shape)
+    grid = np.asarray(model["grid"])
+    for name in set(kind.ravel()):
+        mask = kind == name
+        z_low[mask], z_high[mask] = _z(model["kinds"][name], [(1 - level) / 2, (1 + level) / 2], grid)
+    low = np.exp(parts["bias"] + parts["total"] * z_low)
+    high = np.exp(parts["bias"] + parts["total"] * z_high)
+    return low, high
+
+
+def bounds(metric, predicted, ratio_low, ratio_high):
+    """(low, high) of predictions from rate-oriented ratio bounds (time metrics invert them)."""
+    is_time = np.isin(np.asarray(metric, dtype=object), TIME_METRICS)
+    predicted = np.asarray(predicted, dtype=float)
+    return (np.where(is_time, predicted / ratio_high, predicted * ratio_low),
+            np.where(is_time, predicted / ratio_low, predicted * ratio_high))
+
+
+def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95), assumed=None):
+    """``frame`` (a validate() frame) with ``low_50``/``high_50``, ``low_80``/``high_80``, ... and
+    ``low``/``high`` (= the 80 % interval) from ``model`` (default: the profile's
+    ``provenance["interval_model"]``); ``context`` is :func:`row_context` of the same rows."""
+    model = model or profile.provenance.get("interval_model")
+    if model is None:
+        raise ValueError("the profile has no interval model (provenance['interval_model']); "
+                         "refit it with `perfmodel calibrate --cv 5`")
+    out = frame.copy()
+    info = context.loc[frame.index]
+    known = np.isin(frame["kind"].to_numpy(dtype=object), list(model["kinds"]))
+    for level in levels:
+        tag = f"{round(100 * level):d}"
+        low = np.full(len(frame), np.nan)
+        high = np.full(len(frame), np.nan)
+        if known.any():
+            r_low, r_high = ratio_bounds(
+                model, profile, frame["kind"].to_numpy(dtype=object)[known],
+                info["architecture"].to_numpy(dtype=object)[known], level,
+                info["num_gpus"].to_numpy(dtype=float)[known], info["model_params"].to_numpy(dtype=float)[known],
+                info["seq_len"].to_numpy(dtype=float)[known],
+                {k: np.asarray(v)[known] for k, v in (assumed or {}).items()})
+            low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
+                                             frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
+        out[f"low_{tag}"], out[f"high_{tag}"] = low, high
+    if "low_80" in out:
+        out["low"], out["high"] = out["low_80"], out["high_80"]
+    return out
+
+
+def interval_bounds(result, profile, catalog=None, measurements=None):
+    """(low, high) 80 % bounds for the rows of a validate() result.
+
+    With the profile's interval model and ``measurements`` (the rows ``result`` scores, same
+    index), bounds come from :func:`ratio_bounds` at each row's context; otherwise from the
+    kind[architecture] ratio table ``profile.interval`` (no scale or assumed-input terms)."""
     from perfmodel.hardware.catalog import load_catalog
 
     catalog = catalog or load_catalog()
+    model = profile.provenance.get("interval_model")
+    if model is not None:
+        if measurements is not None:
+            context = row_context(measurements.loc[result.index], catalog)
+        else:
+            import pandas as pd
+
+            context = pd.DataFrame({"architecture": architectures(result["gpu"], catalog), "num_gpus": np.nan,
+                                    "model_params": np.nan, "seq_len": np.nan}, index=result.index)
+        scored = interval_columns(result, context, profile, model, levels=(LEVEL,))
+        return scored["low"].to_numpy(), scored["high"].to_numpy()
     low = np.full(len(result), np.nan)
     high = np.full(len(result), np.nan)
     rows = zip(result["kind"], result["gpu"], result["metric"], result["predicted"])
     for i, (kind, gpu, metric, predicted) in enumerate(rows):
-        bounds = profile.interval_ratio(kind, _architecture(catalog, gpu))
-        if bounds is not None and np.isfinite(predicted):
-            low[i], high[i] = scale_by_ratio(metric, predicted, bounds)
+        ratio = profile.interval_ratio(kind, _architecture(catalog, gpu))
+        if ratio is not None and np.isfinite(predicted):
+            low[i], high[i] = scale_by_ratio(metric, predicted, ratio)
     return low, high
+
+
+def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
+    """``{kind: (low, high), "kind[architecture]": (low, high)}``: the 80 % ratio bounds of the
+    model at each kind's and each measured architecture's rows (no scale or assumed-input terms),
+    the compact table kept in ``profile.interval`` for :meth:`CalibrationProfile.interval_ratio`.
+    A kind's own entry is its bound on an architecture with no rows."""
+    table: dict[str, tuple[float, float]] = {}
+    for kind, entry in model["kinds"].items():
+        low, high = ratio_bounds(model, profile, kind, None)
+        table[kind] = (float(low), float(high))
+        for arch in entry["architectures"]:
+            low, high = ratio_bounds(model, profile, kind, arch)
+            table[f"{kind}[{arch}]"] = (float(low), float(high))
+    return table
+
+
+# ---------------------------------------------------------------- explaining it
+
+def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
+               seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL) -> dict:
+    """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
+    the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
+    (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
+    nearest held-out rows of ``rows``, a cross-validated frame joined with :func:`row_context`,
+    and the model's error on each), ``interval_ratio`` (low, high) and ``text`` (one line)."""
+    assumed = dict(assumed or {})
+    flags = {name: True for name in assumed if name in ASSUMABLE}
+    nan = float("nan")
+    parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
+                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+    low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
+                             nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+    entry = model["kinds"][kind]
+    node = entry["architectures"].get(architecture)
+    extrapolates = []
+    if node is None:
+        extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters pooled "
+                            f"from {', '.join(sorted(entry['architectures'])) or 'none'}")
+    values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
+    for feature, trend in entry["scale"].items():
+        value = values[feature]
+        if value is None or not value > 0:
+            continue
+        lo, hi = (10 ** v for v in trend["range"])
+        if not lo <= value <= hi:
+            extrapolates.append(f"{feature} {value:.3g} outside the fitted {lo:.3g}..{hi:.3g}")
+    nearest = []
+    if rows is not None:
+        nearest = _nearest(rows, kind, architecture, values)
+    measured = {"n": node["n"] if node else 0, "architecture": architecture,
+                "median_error": _median_error(rows, kind, architecture) if rows is not None else None}
+    width = float(high / low)
+    text = (f"{round(100 * level)}% x{float(low):.2f}..x{float(high):.2f} (high/low {width:.2f}); "
+            f"{measured['n']} {kind} rows on {architecture}"
+            + (f"; extrapolates: {'; '.join(extrapolates)}" if extrapolates else "")
+            + (f"; assumed: {', '.join(f'{k}={v}' for k, v in assumed.items())}" if assumed else ""))
+    return {"level": level, "interval_ratio": (float(low), float(high)),
+            "log_sigma": {k: float(np.sqrt(v)) if k not in ("bias", "total") else float(v)
+                          for k, v in parts.items()},
+            "assumed": assumed, "extrapolates": extrapolates, "measured_rows": measured,
+            "nearest": nearest, "text": text}
+
+
+def _scored(rows, kind):
+    ok = rows[(rows["kind"] == kind) & rows["predicted"].notna() & (rows["measured"] > 0)]
+    error = rate_ratio(ok["metric"], ok["measured"].to_numpy(float), ok["predicted"].to_numpy(float)) - 1.0
+    return ok, error
+
+
+def _median_error(rows, kind, architecture):
+    ok, error = _scored(rows, kind)
+    mine = (ok["architecture"] == architecture).to_numpy()
+    return float(np.median(np.abs(error[mine]))) if mine.any() else None
+
+
+def _nearest(rows, kind, architecture, values, count=3) -> list[dict]:
+    """Held-out rows of ``kind`` closest to the estimate: same architecture first, then the
+    distance in decades over the scale axes both have."""
+    ok, error = _scored(rows, kind)
+    if ok.empty:
+        return []
+    distance = np.where((ok["architecture"] == architecture).to_numpy(), 0.0, 10.0)
+    for feature, value in values.items():
+        if value is not None and value > 0 and feature in ok:
+            x = ok[feature].to_numpy(dtype=float)
+            distance = distance + np.nan_to_num(np.abs(np.log10(np.where(x > 0, x, np.nan)) - math.log10(value)), nan=3.0)
+    order = np.argsort(distance, kind="stable")[:count]
+    return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "metric": str(ok["metric"].iloc[i]),
+             "measured": float(ok["measured"].iloc[i]), "predicted": float(ok["predicted"].iloc[i]),
+             "error": float(error[i])} for i in order]
