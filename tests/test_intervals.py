@@ -204,3 +204,26 @@ def test_calibration_curve_plot_draws_one_point_per_level():
     assert len(lines) == 1 and len(lines[0].get_xdata()) == 3
     with pytest.raises(ValueError, match="no interval columns"):
         calibration_curve(frame)
+
+
+def test_time_bounds_use_the_model_when_the_profile_has_one_and_the_table_otherwise():
+    with_model = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL}})
+    low, high = iv.time_bounds(with_model, np.array([10.0, 20.0]), "Hopper", num_gpus=8)
+    ratio = iv.ratio_bounds(MODEL, PROFILE, "train", "Hopper", num_gpus=8)
+    assert low == pytest.approx(np.array([10.0, 20.0]) / ratio[1])
+    assert high == pytest.approx(np.array([10.0, 20.0]) / ratio[0])
+    table_only = PROFILE.model_copy(update={"interval": {"train": (0.8, 1.25)}})
+    assert iv.time_bounds(table_only, 10.0, "Hopper") == (pytest.approx(8.0), pytest.approx(12.5))
+    with pytest.raises(ValueError, match="only 80% intervals"):
+        iv.time_bounds(table_only, 10.0, "Hopper", level=0.5)
+
+
+def test_the_interval_model_survives_a_profile_yaml_round_trip(tmp_path):
+    from perfmodel.profile import load_profile
+
+    profile = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL},
+                                         "interval": iv.interval_table(MODEL, PROFILE)})
+    profile.save(tmp_path / "profile.yaml")
+    loaded = load_profile(tmp_path / "profile.yaml")
+    assert loaded.provenance["interval_model"] == MODEL
+    assert loaded.interval["train[Ampere]"] == pytest.approx(profile.interval["train[Ampere]"])

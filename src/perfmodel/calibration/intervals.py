@@ -43,7 +43,7 @@ import numpy as np
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
-           "row_context", "fit_interval_model", "ratio_bounds", "bounds", "interval_columns",
+           "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -386,6 +386,27 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
     low = np.exp(parts["bias"] + parts["total"] * z_low)
     high = np.exp(parts["bias"] + parts["total"] * z_high)
     return low, high
+
+
+def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
+                assumed=None, level: float = LEVEL, kind: str = "train"):
+    """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
+    estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
+    one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN)."""
+    time_s = np.asarray(time_s, dtype=float)
+    model = profile.provenance.get("interval_model")
+    if model is not None and kind in model["kinds"]:
+        ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
+                                             seq_len, assumed)
+    else:
+        if level != LEVEL:
+            raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
+                             "`perfmodel calibrate --cv 5` for other levels")
+        arch = np.broadcast_to(np.asarray(architecture, dtype=object), time_s.shape)
+        table = {a: profile.interval_ratio(kind, a) or (np.nan, np.nan) for a in set(arch.ravel())}
+        ratio_low = np.array([table[a][0] for a in arch.ravel()], dtype=float).reshape(arch.shape)
+        ratio_high = np.array([table[a][1] for a in arch.ravel()], dtype=float).reshape(arch.shape)
+    return time_s / ratio_high, time_s / ratio_low
 
 
 def bounds(metric, predicted, ratio_low, ratio_high):

@@ -21,7 +21,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from perfmodel.calibration.fit import calibrate, cross_validate
-    from perfmodel.calibration.intervals import interval_table
+    from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
 
@@ -33,7 +33,9 @@ def run(args) -> int:
     if args.cv:
         held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
-        profile = profile.model_copy(update={"interval": interval_table(held_out, catalog)})
+        model = fit_interval_model(held_out, profile, row_context(measurements, catalog))
+        profile = profile.model_copy(update={"interval": interval_table(model, profile)})
+        profile.provenance["interval_model"] = model
         profile.provenance["cross_validation"] = {"folds": args.cv, "seed": args.seed,
                                                   "mape": cv_summary["by_kind"]}
     if args.output:
