@@ -90,13 +90,18 @@ def framework_family(value) -> str | None:
     return re.split(r"[\s(/+,]", str(value).strip(), maxsplit=1)[0].lower()
 
 
+BUCKETS = ("1", "2-8", "9-64", "65-512", "513+", "?")  # GPU-count buckets ('?': unknown count)
+
+
+def _bucket_codes(num_gpus) -> np.ndarray:
+    n = np.asarray(num_gpus, dtype=float)
+    codes = np.searchsorted(np.array([1.5, 8.5, 64.5, 512.5]), np.nan_to_num(n, nan=1.0))
+    return np.where(np.isfinite(n), codes, len(BUCKETS) - 1)
+
+
 def gpu_bucket(num_gpus):
     """GPU-count bucket of each estimate: '1', '2-8' (one node), '9-64', '65-512', '513+', '?'."""
-    n = np.asarray(num_gpus, dtype=float)
-    edges = np.array([1.5, 8.5, 64.5, 512.5])
-    names = np.array(["1", "2-8", "9-64", "65-512", "513+"], dtype=object)
-    out = names[np.searchsorted(edges, np.nan_to_num(n, nan=1.0))]
-    return np.where(np.isfinite(n), out, "?")
+    return np.asarray(BUCKETS, dtype=object)[_bucket_codes(num_gpus)]
 
 
 def _model_params(rows) -> np.ndarray:
@@ -160,22 +165,41 @@ def _relative_variance(profile, name: str, group) -> float:
     return 0.0
 
 
+def _factorize(values, shape=None):
+    """(codes shaped like ``values`` broadcast to ``shape``, unique values): a factorization that
+    handles None/NaN as one more value (None), so per-estimate work is done once per distinct
+    value."""
+    values = np.asarray(values, dtype=object)
+    shape = values.shape if shape is None else shape
+    if values.ndim == 0:
+        value = values.item()
+        return np.zeros(shape, dtype=np.intp), [None if value != value else value]
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values.ravel(), use_na_sentinel=True)
+    uniques = list(uniques)
+    if (codes < 0).any():
+        uniques.append(None)
+        codes = np.where(codes < 0, len(uniques) - 1, codes)
+    return np.broadcast_to(codes.reshape(values.shape), shape), uniques
+
+
 def parameter_variance(profile, kind, architecture) -> np.ndarray:
     """``p``: the sum over :data:`DEPENDS` of the squared relative standard errors, per estimate
     (arrays of kind and architecture)."""
-    kind = np.asarray(kind, dtype=object)
-    architecture = np.asarray(architecture, dtype=object)
-    kind, architecture = np.broadcast_arrays(kind, architecture)
-    pairs = np.array([f"{k}|{a}" for k, a in zip(kind.ravel(), architecture.ravel())], dtype=object)
-    unique, inverse = np.unique(pairs, return_inverse=True)
-    values = []
-    for pair in unique:
-        k, a = pair.split("|", 1)
-        group = None if a in ("None", "nan") else a
-        values.append(sum(_relative_variance(profile, name, group if PARAMETERS.get(name) is None
-                                             or PARAMETERS[name].per == "architecture" else None)
-                          for name in DEPENDS.get(k, ())))
-    return np.asarray(values, dtype=float)[inverse].reshape(kind.shape)
+    shape = np.broadcast_shapes(np.shape(kind), np.shape(architecture))
+    kind_codes, kinds = _factorize(kind, shape)
+    arch_codes, archs = _factorize(architecture, shape)
+    return _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+
+
+def _parameter_table(profile, kinds, archs) -> np.ndarray:
+
+    def variance(k, a):
+        return sum(_relative_variance(profile, name, a if PARAMETERS.get(name) is None
+                                      or PARAMETERS[name].per == "architecture" else None) for name in DEPENDS.get(k, ()))
+
+    return np.array([[variance(k, a) for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
 
 
 # ---------------------------------------------------------------- fitting the model
@@ -247,10 +271,9 @@ def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float =
 
     ``cv_frame``: held-out rows with kind, metric, measured, predicted (from
     :func:`perfmodel.calibration.fit.cross_validate`); ``context``: :func:`row_context` of the
-    same rows (same index; without it only kind and GPU are used, so ``cv_frame`` needs ``gpu``
-    and a catalog-known name... pass it); ``profile``: the fitted profile (its uncertainty
-    gives ``p``); ``unseen``: optionally a leave-one-architecture-out frame of the same rows
-    (same columns as ``cv_frame``), whose excess variance over ``cv_frame`` bounds the
+    measurements (indexed like ``cv_frame``; required); ``profile``: the fitted profile (its
+    uncertainty gives ``p``); ``unseen``: optionally a leave-one-architecture-out frame of the
+    same rows (same columns as ``cv_frame``), whose excess variance over ``cv_frame`` bounds the
     new-architecture term from below."""
     if context is None:
         raise ValueError("fit_interval_model needs the row context (row_context(measurements, catalog))")
@@ -290,7 +313,7 @@ def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float =
             if trend is not None:
                 entry["scale"][feature] = trend
         # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
-        bias, variance = _lookup(entry, arch, bucket)
+        bias, variance = _lookup(entry, arch, _bucket_codes(info["num_gpus"].to_numpy(dtype=float)[mask]))
         z = (r - bias) / np.sqrt(variance + p)
         z = z[np.isfinite(z)]
         t = _student_t(np.array(GRID), z.size - 1)
@@ -301,20 +324,24 @@ def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float =
     return model
 
 
-def _lookup(entry: dict, arch, bucket):
-    """(bias, variance) of the deepest node each estimate reaches: kind > architecture > bucket."""
-    arch = np.asarray(arch, dtype=object)
-    bucket = np.asarray(bucket, dtype=object)
-    keys = np.array([f"{a}|{b}" for a, b in zip(arch.ravel(), bucket.ravel())], dtype=object)
-    unique, inverse = np.unique(keys, return_inverse=True)
-    found = []
-    for key in unique:
-        a, b = key.split("|", 1)
-        node = entry["architectures"].get(a)
-        node = entry if node is None else node["buckets"].get(b, node)
-        found.append((node["bias"], node["variance"]))
-    found = np.asarray(found, dtype=float).reshape(-1, 2)[inverse]
-    return found[:, 0].reshape(arch.shape), found[:, 1].reshape(arch.shape)
+def _node_table(entry: dict, archs) -> tuple[np.ndarray, np.ndarray]:
+    """(bias, variance) tables [architecture, bucket] of the deepest node each reaches:
+    kind > architecture > GPU-count bucket."""
+    bias = np.empty((len(archs), len(BUCKETS)))
+    variance = np.empty_like(bias)
+    for i, a in enumerate(archs):
+        for j, b in enumerate(BUCKETS):
+            node = entry["architectures"].get(a)
+            node = entry if node is None else node["buckets"].get(b, node)
+            bias[i, j], variance[i, j] = node["bias"], node["variance"]
+    return bias, variance
+
+
+def _lookup(entry: dict, arch, bucket_codes):
+    """(bias, variance) of each estimate (arrays of architecture and GPU-count bucket code)."""
+    arch_codes, archs = _factorize(arch)
+    bias, variance = _node_table(entry, archs)
+    return bias[arch_codes, bucket_codes], variance[arch_codes, bucket_codes]
 
 
 # ---------------------------------------------------------------- evaluating it
@@ -326,8 +353,44 @@ def _check_level(level) -> float:
     return level
 
 
-def _z(entry: dict, probabilities, grid) -> np.ndarray:
-    return np.interp(probabilities, grid, entry["z"])
+def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed):
+    """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
+    per distinct kind and architecture and vectorized over estimates."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len)),
+                                *(np.shape(flag) for flag in (assumed or {}).values()))
+    unknown = set(assumed or {}) - set(ASSUMABLE)
+    if unknown:
+        raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
+    kind_codes, kinds = _factorize(kind, shape)
+    missing = [k for k in kinds if k not in model["kinds"]]
+    if missing:
+        raise ValueError(f"the interval model has no kind {missing[0]!r}; it has {', '.join(sorted(model['kinds']))}")
+    arch_codes, archs = _factorize(architecture, shape)
+    bucket_codes = np.broadcast_to(_bucket_codes(num_gpus), shape)
+    logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
+            for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
+    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "scale", "assumed")}
+    out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    for index, name in enumerate(kinds):
+        entry = model["kinds"][name]
+        mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
+        codes = arch_codes[mask]
+        bias, variance = _node_table(entry, archs)
+        out["bias"][mask] = bias[codes, bucket_codes[mask]]
+        out["residual"][mask] = variance[codes, bucket_codes[mask]]
+        tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
+        out["architecture"][mask] = tau[codes]
+        scale = np.zeros(int(mask.sum()))
+        for feature, trend in entry["scale"].items():
+            x = logs[feature][mask]
+            lo, hi = trend["range"]
+            scale += (trend["per_decade"] * np.nan_to_num(np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0))) ** 2
+        out["scale"][mask] = scale
+        for input_name, flag in (assumed or {}).items():
+            out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
+                                             entry["tau"].get(input_name, 0.0), 0.0)
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["scale"] + out["assumed"])
+    return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
@@ -335,38 +398,7 @@ def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_p
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``architecture``, ``scale`` and ``assumed``
     (extrapolation variances) and ``total`` (sqrt of their sum: sigma)."""
-    kind, architecture, num_gpus, model_params, seq_len = np.broadcast_arrays(
-        np.asarray(kind, dtype=object), np.asarray(architecture, dtype=object),
-        np.asarray(num_gpus, dtype=float), np.asarray(model_params, dtype=float), np.asarray(seq_len, dtype=float))
-    assumed = {name: np.broadcast_to(np.asarray(flag, dtype=bool), kind.shape)
-               for name, flag in (assumed or {}).items()}
-    unknown = set(assumed) - set(ASSUMABLE)
-    if unknown:
-        raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
-    out = {name: np.zeros(kind.shape) for name in ("bias", "residual", "architecture", "scale", "assumed")}
-    out["parameters"] = parameter_variance(profile, kind, architecture)
-    values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
-    bucket = gpu_bucket(num_gpus)
-    for name in set(kind.ravel()):
-        entry = model["kinds"].get(name)
-        if entry is None:
-            raise ValueError(f"the interval model has no kind {name!r}; it has {', '.join(sorted(model['kinds']))}")
-        mask = kind == name
-        bias, variance = _lookup(entry, architecture[mask], bucket[mask])
-        out["bias"][mask], out["residual"][mask] = bias, variance
-        unseen = np.array([a not in entry["architectures"] for a in architecture[mask]], dtype=bool)
-        out["architecture"][mask] = np.where(unseen, entry["tau"].get("architecture", 0.0), 0.0)
-        scale = np.zeros(int(mask.sum()))
-        for feature, trend in entry["scale"].items():
-            x = np.log10(np.where(values[feature][mask] > 0, values[feature][mask], np.nan))
-            lo, hi = trend["range"]
-            outside = np.nan_to_num(np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0))
-            scale += (trend["per_decade"] * outside) ** 2
-        out["scale"][mask] = scale
-        for input_name, flag in assumed.items():
-            out["assumed"][mask] += np.where(flag[mask], entry["tau"].get(input_name, 0.0), 0.0)
-    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["scale"] + out["assumed"])
-    return out
+    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
@@ -375,16 +407,11 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
     ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default."""
     level = _check_level(level)
-    parts = log_sigma(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)
-    kind = np.broadcast_to(np.asarray(kind, dtype=object), parts["total"].shape)
-    z_low = np.zeros(kind.shape)
-    z_high = np.zeros(kind.shape)
+    parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)
     grid = np.asarray(model["grid"])
-    for name in set(kind.ravel()):
-        mask = kind == name
-        z_low[mask], z_high[mask] = _z(model["kinds"][name], [(1 - level) / 2, (1 + level) / 2], grid)
-    low = np.exp(parts["bias"] + parts["total"] * z_low)
-    high = np.exp(parts["bias"] + parts["total"] * z_high)
+    z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
+    low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
+    high = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 1])
     return low, high
 
 
