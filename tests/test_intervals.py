@@ -227,3 +227,11 @@ def test_the_interval_model_survives_a_profile_yaml_round_trip(tmp_path):
     loaded = load_profile(tmp_path / "profile.yaml")
     assert loaded.provenance["interval_model"] == MODEL
     assert loaded.interval["train[Ampere]"] == pytest.approx(profile.interval["train[Ampere]"])
+
+
+def test_a_parameter_on_an_unfitted_architecture_is_more_uncertain_than_on_any_fitted_one():
+    unseen = iv.parameter_variance(PROFILE, "train", "Blackwell")
+    for fitted in ("Ampere", "Hopper"):
+        assert unseen > iv.parameter_variance(PROFILE, "train", fitted)
+    # gemm depends on matmul_efficiency only: (0.05/0.8)^2 spread + mean of the groups' (0.02/0.8)^2
+    assert iv.parameter_variance(PROFILE, "gemm", "Blackwell") == pytest.approx((0.05 / 0.8) ** 2 + (0.02 / 0.8) ** 2)

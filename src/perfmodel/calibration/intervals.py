@@ -151,18 +151,26 @@ def row_context(measurements, catalog):
 
 # ---------------------------------------------------------------- parameter uncertainty (p)
 
+def _relative(profile, key: str) -> float | None:
+    value, error = profile.values.get(key), profile.uncertainty.get(key)
+    if value is None or error is None or not np.isfinite(error) or not value > 0:
+        return None
+    return float((error / value) ** 2)
+
+
 def _relative_variance(profile, name: str, group) -> float:
-    """(standard error / value)^2 of ``name`` for ``group``: its own key, else the pooled key
-    (whose uncertainty is the spread across groups), else 0 when the fit left it unknown."""
-    for key in ((f"{name}[{group}]",) if group else ()) + (name,):
-        value, error = profile.values.get(key), profile.uncertainty.get(key)
-        if value and error is not None and np.isfinite(error) and value > 0:
-            return float((error / value) ** 2)
-    if group is None:  # link kinds: the largest of the fitted groups
-        keyed = [(profile.uncertainty.get(k, 0.0) / v) ** 2 for k, v in profile.values.items()
-                 if k.startswith(f"{name}[") and v > 0]
-        return float(max(keyed, default=0.0))
-    return 0.0
+    """(standard error / value)^2 of ``name`` for ``group``.  A group fitted on rows of its own:
+    its own standard error.  A group without rows (or no group given, as for an estimate whose
+    link kind is not known here): the predictive variance of a new group, the spread of the fitted
+    groups' values (the pooled key's uncertainty, see ``fit.pool_groups``) plus their mean squared
+    relative error.  A parameter the fit never touched: 0 (its prior error is in the residuals)."""
+    own = _relative(profile, f"{name}[{group}]") if group else None
+    if own is not None:
+        return own
+    fitted = [_relative(profile, key) for key in profile.values if key.startswith(f"{name}[")]
+    fitted = [value for value in fitted if value is not None]
+    pooled = _relative(profile, name) or 0.0
+    return pooled + (float(np.mean(fitted)) if fitted else 0.0)
 
 
 def _factorize(values, shape=None):
