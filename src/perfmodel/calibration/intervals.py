@@ -274,17 +274,16 @@ def _student_t(probabilities, dof):
     return t.ppf(probabilities, df=max(dof, 1))
 
 
-def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float = N0) -> dict:
+def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) -> dict:
     """The interval model (a JSON-able dict) from cross-validated residuals.
 
     ``cv_frame``: held-out rows with kind, metric, measured, predicted (from
-    :func:`perfmodel.calibration.fit.cross_validate`); ``context``: :func:`row_context` of the
-    measurements (indexed like ``cv_frame``; required); ``profile``: the fitted profile (its
-    uncertainty gives ``p``); ``unseen``: optionally a leave-one-architecture-out frame of the
-    same rows (same columns as ``cv_frame``), whose excess variance over ``cv_frame`` bounds the
-    new-architecture term from below."""
-    if context is None:
-        raise ValueError("fit_interval_model needs the row context (row_context(measurements, catalog))")
+    :func:`perfmodel.calibration.fit.cross_validate`); ``profile``: the fitted profile (its
+    uncertainty gives ``p``); ``context``: :func:`row_context` of the measurements (indexed like
+    ``cv_frame``); ``unseen``: optionally a leave-one-architecture-out frame of the same rows
+    (:func:`perfmodel.calibration.coverage.leave_group_out`), whose spread beyond the k-fold one
+    and beyond a new architecture's parameter variance bounds ``tau^2`` of the architecture from
+    below."""
     scored = cv_frame[cv_frame["predicted"].notna() & (cv_frame["measured"] > 0)]
     info = context.loc[scored.index]
     r_all = np.log(rate_ratio(scored["metric"], scored["measured"].to_numpy(float),
@@ -312,7 +311,8 @@ def fit_interval_model(cv_frame, profile, context=None, unseen=None, n0: float =
                 r_unseen = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float),
                                              held["predicted"].to_numpy(float)))
                 centre, spread = _robust(r_unseen)
-                excess = spread + (centre - root["bias"]) ** 2 - root["variance"] - float(np.mean(p))
+                new_p = float(parameter_variance(profile, kind, None))
+                excess = spread + (centre - root["bias"]) ** 2 - root["variance"] - new_p
                 entry["tau"]["architecture"] = max(entry["tau"]["architecture"], float(excess))
         for name in ASSUMABLE:
             entry["tau"][name] = _between_variance(r, list(info[name].to_numpy(dtype=object)[mask]))
