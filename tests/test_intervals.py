@@ -235,3 +235,32 @@ def test_a_parameter_on_an_unfitted_architecture_is_more_uncertain_than_on_any_f
         assert unseen > iv.parameter_variance(PROFILE, "train", fitted)
     # gemm depends on matmul_efficiency only: (0.05/0.8)^2 spread + mean of the groups' (0.02/0.8)^2
     assert iv.parameter_variance(PROFILE, "gemm", "Blackwell") == pytest.approx((0.05 / 0.8) ** 2 + (0.02 / 0.8) ** 2)
+
+
+def test_leave_group_out_never_fits_a_row_of_the_group_it_predicts(monkeypatch):
+    from perfmodel.calibration import fit
+    from perfmodel.calibration.coverage import leave_group_out
+    from perfmodel.calibration.measurements import check_measurements
+
+    shapes = [(m, n, k) for m in (1024, 4096) for n in (1024, 8192) for k in (512, 8192)]
+    rows = check_measurements(pd.DataFrame({
+        "id": [f"G{i:02d}" for i in range(len(shapes))], "kind": "gemm", "gpu": "H100-SXM5-80GB", "num_gpus": 1,
+        "m": [s[0] for s in shapes], "n": [s[1] for s in shapes], "k": [s[2] for s in shapes], "dtype": "bf16",
+        "metric": "tflops", "value": 500.0, "source": "synthetic"}))
+    groups = np.where(np.arange(len(rows)) % 2 == 0, "even", "odd").astype(object)
+    groups[0] = None  # a row without a group is always fitted, never held out
+    fitted_ids = []
+    real = fit.calibrate
+
+    def spy(measurements, **kwargs):
+        fitted_ids.append(set(measurements["id"]))
+        return real(measurements, **kwargs)
+
+    monkeypatch.setattr(fit, "calibrate", spy)
+    scored = leave_group_out(rows, groups, params=["matmul_efficiency"], catalog=CATALOG)
+    assert sorted(scored["fold"]) == sorted(g for g in groups if g is not None)
+    for fitted, name in zip(fitted_ids, ["even", "odd"]):
+        held = set(scored.loc[scored["fold"] == name, "id"])
+        assert held and not held & fitted and "G00" in fitted
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        leave_group_out(rows, ["one"] * len(rows))

@@ -28,7 +28,7 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
   grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
 
-``fit_interval_model(cv_frame, profile)`` builds the model (a plain JSON-able dict, kept in the
+``fit_interval_model(cv_frame, profile, context)`` builds the model (a plain JSON-able dict, kept in the
 profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
 estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
 """
