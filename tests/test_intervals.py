@@ -264,3 +264,18 @@ def test_leave_group_out_never_fits_a_row_of_the_group_it_predicts(monkeypatch):
         assert held and not held & fitted and "G00" in fitted
     with pytest.raises(ValueError, match="at least 2 groups"):
         leave_group_out(rows, ["one"] * len(rows))
+
+
+def test_interval_bounds_of_a_validate_frame_use_the_model_or_the_legacy_table():
+    frame = _FRAME.head(50)
+    with_model = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL}})
+    low, high = iv.interval_bounds(frame, with_model, CATALOG)
+    ratio_low, ratio_high = iv.ratio_bounds(MODEL, PROFILE, "train", _CONTEXT["architecture"].head(50).to_numpy())
+    expected = iv.bounds(frame["metric"], frame["predicted"], ratio_low, ratio_high)
+    assert low == pytest.approx(expected[0]) and high == pytest.approx(expected[1])
+    legacy = PROFILE.model_copy(update={"interval": {"train": (0.5, 2.0)}})
+    low, high = iv.interval_bounds(frame, legacy, CATALOG)
+    times = (frame["metric"] == "step_time_s").to_numpy()
+    assert low == pytest.approx(frame["predicted"].to_numpy() * 0.5)
+    assert high == pytest.approx(frame["predicted"].to_numpy() * 2.0)
+    assert times.any()
