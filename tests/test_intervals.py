@@ -279,3 +279,15 @@ def test_interval_bounds_of_a_validate_frame_use_the_model_or_the_legacy_table()
     assert low == pytest.approx(frame["predicted"].to_numpy() * 0.5)
     assert high == pytest.approx(frame["predicted"].to_numpy() * 2.0)
     assert times.any()
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 80), noise=st.floats(0.01, 1.0), seed=st.integers(0, 1000), known=st.booleans())
+def test_fitted_quantiles_are_monotone_and_spreads_positive_for_any_row_count(n, noise, seed, known):
+    frame, context = synthetic_cv(n=n, noise=noise, seed=seed)
+    profile = PROFILE if known else CalibrationProfile()  # with and without parameter uncertainty
+    model = iv.fit_interval_model(frame, profile, context)
+    z = np.asarray(model["kinds"]["train"]["z"])
+    assert np.all(np.diff(z) >= -1e-12) and z[0] < 0 < z[-1]
+    low, high = iv.ratio_bounds(model, profile, "train", ["Ampere", "Blackwell"], 0.8, num_gpus=8)
+    assert np.all(np.isfinite(low)) and np.all(low < high)

@@ -7,8 +7,8 @@ stands: its measurement kind, GPU architecture, scale (GPU count, model size, se
 and which of its inputs were assumed.  ``r = b + sigma * z`` with
 
 * ``b``, the systematic bias, and the residual variance ``v`` of the *nearest cross-validated
-  rows*: the kind, then the kind on this architecture, then on this architecture at this GPU-count
-  bucket; each level is shrunk towards its parent with weight ``n / (n + n0)`` (a precision
+  rows*: all kinds, then the kind, then the kind on this architecture, then on this architecture
+  at this GPU-count bucket; each level is shrunk towards its parent with weight ``n / (n + n0)`` (a precision
   weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
   Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
@@ -48,6 +48,7 @@ __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_rati
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
+MIN_ROWS = 2  # a kind needs this many cross-validated rows to get intervals at all
 GRID = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5,
         0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
 # efficiencies that scale each kind's dominant time term with elasticity 1
@@ -293,10 +294,13 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
     p_all = parameter_variance(profile, kinds, arch_all)
     bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
     model: dict = {"version": 1, "n0": n0, "grid": list(GRID), "kinds": {}}
+    pooled = _node(r_all, p_all)  # every kind together: the prior of a kind with few rows
     for kind in sorted(set(kinds)):
         mask = kinds == kind
         r, p, arch, bucket = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask]
-        root = _node(r, p)
+        if np.isfinite(r).sum() < MIN_ROWS:
+            continue
+        root = _node(r, p, pooled, n0)
         entry = {**root, "architectures": {}, "tau": {}, "scale": {}}
         for name in sorted({a for a in arch if a is not None}):
             in_arch = arch == name
