@@ -144,12 +144,15 @@ def without_architecture(profile, architecture: str):
         "uncertainty": {k: v for k, v in profile.uncertainty.items() if not k.endswith(suffix)}})
 
 
-def group_out_intervals(group_frame, cv_frame, context, profile, column: str, levels=LEVELS):
+def group_out_intervals(group_frame, cv_frame, context, profile, column: str, levels=LEVELS, calibrate_unseen=False):
     """Intervals for a :func:`leave_group_out` frame (``fold`` = the held-out value of
     ``context[column]``): each group's rows are bounded by an interval model fitted on the
     ``cv_frame`` residuals of the *other* groups, and, when ``column`` is ``architecture``, with
     the profile's values of that architecture removed (:func:`without_architecture`), so the
-    group is new to both the parameters and the interval model, as a GPU never measured is."""
+    group is new to both the parameters and the interval model, as a GPU never measured is.
+    ``calibrate_unseen``: also give each model the ``group_frame`` rows of the *other* groups as
+    its ``unseen`` frame (:func:`perfmodel.calibration.intervals.fit_interval_model`), so the
+    new-architecture term is learnt from the other held-out groups, never from the one scored."""
     import pandas as pd
 
     from perfmodel.calibration.intervals import fit_interval_model, interval_columns
@@ -159,7 +162,8 @@ def group_out_intervals(group_frame, cv_frame, context, profile, column: str, le
         others = cv_frame[(context.loc[cv_frame.index, column] != group).to_numpy()]
         held = group_frame[group_frame["fold"] == group]
         local = without_architecture(profile, group) if column == "architecture" else profile
-        model = fit_interval_model(others, local, context)
+        unseen = group_frame[group_frame["fold"] != group] if calibrate_unseen else None
+        model = fit_interval_model(others, local, context, unseen=unseen)
         held = held[held["kind"].isin(list(model["kinds"]))]
         parts.append(interval_columns(held, context, local, model, levels))
     return pd.concat(parts).sort_index()

@@ -24,7 +24,8 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   error, in quadrature) times the distance; each assumed input (framework, fabric) adds the
   between-group variance of the biases of that input;
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
-  ``(r - b) / sigma`` of the kind, blended with Student-t quantiles (``nu = n - 1``) with weight
+  ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
+  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with Student-t quantiles (``nu = n - 1``) with weight
   ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
   grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
 
@@ -275,6 +276,36 @@ def _student_t(probabilities, dof):
     return t.ppf(probabilities, df=max(dof, 1))
 
 
+def _tree(r, p, arch, bucket, pooled, n0) -> dict:
+    """The kind's node, its architectures' nodes and their GPU-count buckets' nodes."""
+    entry = {**_node(r, p, pooled, n0), "architectures": {}, "tau": {}, "scale": {}}
+    for name in sorted({a for a in arch if a is not None}):
+        in_arch = arch == name
+        node = _node(r[in_arch], p[in_arch], entry, n0)
+        node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
+                           for b in sorted(set(bucket[in_arch]))}
+        entry["architectures"][name] = node
+    return entry
+
+
+def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, folds: int = 5) -> np.ndarray:
+    """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
+    ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
+    the nodes did not see, not the smaller in-sample spread around nodes fitted to it."""
+    order = np.random.default_rng(0).permutation(r.size) % folds
+    codes = np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp)
+    z = np.full(r.size, np.nan)
+    for fold in range(min(folds, r.size)):
+        held = order == fold
+        if held.all():
+            continue
+        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0)
+        bias, variance = _lookup(entry, arch[held], codes[held])
+        unseen = np.array([a not in entry["architectures"] for a in arch[held]], dtype=bool)
+        z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + np.where(unseen, tau_architecture, 0.0))
+    return z[np.isfinite(z)]
+
+
 def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) -> dict:
     """The interval model (a JSON-able dict) from cross-validated residuals.
 
@@ -300,14 +331,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
         r, p, arch, bucket = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask]
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
-        root = _node(r, p, pooled, n0)
-        entry = {**root, "architectures": {}, "tau": {}, "scale": {}}
-        for name in sorted({a for a in arch if a is not None}):
-            in_arch = arch == name
-            node = _node(r[in_arch], p[in_arch], root, n0)
-            node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
-                               for b in sorted(set(bucket[in_arch]))}
-            entry["architectures"][name] = node
+        entry = _tree(r, p, arch, bucket, pooled, n0)
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
         if unseen is not None:
             held = unseen[(unseen["kind"] == kind) & unseen["predicted"].notna() & (unseen["measured"] > 0)]
@@ -316,7 +340,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
                                              held["predicted"].to_numpy(float)))
                 centre, spread = _robust(r_unseen)
                 new_p = float(parameter_variance(profile, kind, None))
-                excess = spread + (centre - root["bias"]) ** 2 - root["variance"] - new_p
+                excess = spread + (centre - entry["bias"]) ** 2 - entry["variance"] - new_p
                 entry["tau"]["architecture"] = max(entry["tau"]["architecture"], float(excess))
         for name in ASSUMABLE:
             entry["tau"][name] = _between_variance(r, list(info[name].to_numpy(dtype=object)[mask]))
@@ -325,9 +349,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
             if trend is not None:
                 entry["scale"][feature] = trend
         # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
-        bias, variance = _lookup(entry, arch, _bucket_codes(info["num_gpus"].to_numpy(dtype=float)[mask]))
-        z = (r - bias) / np.sqrt(variance + p)
-        z = z[np.isfinite(z)]
+        z = _cross_fitted_z(r, p, arch, bucket, pooled, n0, entry["tau"]["architecture"])
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
         empirical = np.quantile(z, GRID) if z.size else t
