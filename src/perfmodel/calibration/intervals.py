@@ -25,7 +25,8 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   between-group variance of the biases of that input;
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
   ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
-  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with Student-t quantiles (``nu = n - 1``) with weight
+  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with
+  Student-t quantiles (``nu = n - 1``) with weight
   ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
   grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
 
@@ -45,7 +46,8 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
-           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket"]
+           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket",
+           "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -206,8 +208,10 @@ def parameter_variance(profile, kind, architecture) -> np.ndarray:
 def _parameter_table(profile, kinds, archs) -> np.ndarray:
 
     def variance(k, a):
-        return sum(_relative_variance(profile, name, a if PARAMETERS.get(name) is None
-                                      or PARAMETERS[name].per == "architecture" else None) for name in DEPENDS.get(k, ()))
+        def group(name):  # link kinds are not known from an architecture
+            return a if PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture" else None
+
+        return sum(_relative_variance(profile, name, group(name)) for name in DEPENDS.get(k, ()))
 
     return np.array([[variance(k, a) for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
 
@@ -561,7 +565,9 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
     nearest held-out rows of ``rows``, a cross-validated frame joined with :func:`row_context`,
-    and the model's error on each), ``interval_ratio`` (low, high) and ``text`` (one line)."""
+    and the model's error on each), ``interval_ratio`` (low, high), ``log_sigma`` (the bias and
+    total sigma of the log ratio, and each variance term of :func:`log_sigma` as its own sigma)
+    and ``text`` (one line for the CLI)."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
@@ -622,7 +628,8 @@ def _nearest(rows, kind, architecture, values, count=3) -> list[dict]:
     for feature, value in values.items():
         if value is not None and value > 0 and feature in ok:
             x = ok[feature].to_numpy(dtype=float)
-            distance = distance + np.nan_to_num(np.abs(np.log10(np.where(x > 0, x, np.nan)) - math.log10(value)), nan=3.0)
+            decades = np.abs(np.log10(np.where(x > 0, x, np.nan)) - math.log10(value))
+            distance = distance + np.nan_to_num(decades, nan=3.0)
     order = np.argsort(distance, kind="stable")[:count]
     return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "metric": str(ok["metric"].iloc[i]),
              "measured": float(ok["measured"].iloc[i]), "predicted": float(ok["predicted"].iloc[i]),
