@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.calibration import fit
 from perfmodel.calibration.fit import calibrate, cross_validate
-from perfmodel.calibration.intervals import interval_table, rate_ratio
+from perfmodel.calibration.intervals import rate_ratio
 from perfmodel.calibration.measurements import check_measurements, shipped_measurements
 from perfmodel.calibration.validate import predict, validate
 from perfmodel.hardware.catalog import load_catalog
@@ -81,17 +81,6 @@ def test_prediction_interval_ratios_flip_for_time_metrics():
     low, high = scale_by_ratio("step_time_s", 10.0, (0.8, 1.25))
     assert (low, high) == (pytest.approx(8.0), pytest.approx(12.5))
     assert scale_by_ratio("samples_per_s", 10.0, (0.8, 1.25)) == (pytest.approx(8.0), pytest.approx(12.5))
-
-
-def test_interval_table_quantiles_cover_the_held_out_rows():
-    rng = np.random.default_rng(0)
-    predicted = rng.uniform(1, 10, 400)
-    frame = pd.DataFrame({"kind": "gemm", "gpu": "H100-SXM5-80GB", "metric": "tflops",
-                          "predicted": predicted, "measured": predicted * np.exp(rng.normal(0, 0.2, 400))})
-    table = interval_table(frame, CATALOG)
-    low, high = table["gemm[Hopper]"]
-    ratio = frame["measured"] / frame["predicted"]
-    assert ((ratio >= low) & (ratio <= high)).mean() == pytest.approx(0.8, abs=0.01)
 
 
 def test_unknown_parameter_is_a_clear_error():

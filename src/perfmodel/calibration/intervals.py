@@ -1,66 +1,636 @@
-"""80 % prediction intervals from cross-validated residuals.
+"""Prediction intervals that widen away from the calibration data.
 
-For each measurement kind and GPU architecture, the 10th and 90th percentiles of the held-out
-ratio measured / predicted (from :func:`perfmodel.calibration.fit.cross_validate`) scale a new
-prediction into an interval that covers about 80 % of held-out rows.  Groups with fewer than
-``MIN_ROWS`` held-out rows fall back to the kind's pooled ratios.
+An estimate's error is the log ratio ``r = log(measured / predicted)`` in *rate* orientation
+(predicted / measured for time metrics, so a model 20 % too fast gives the same ``r`` whether the
+row reports samples/s or seconds).  The interval model describes ``r`` at the place an estimate
+stands: its measurement kind, GPU architecture, scale (GPU count, model size, sequence length)
+and which of its inputs were assumed.  ``r = b + sigma * z`` with
 
-Ratios are kept in *rate* orientation (measured / predicted for throughputs, predicted /
-measured for times), so that rows of both kinds of metric pool: a model that is 20 % too fast
-gives 0.83 whether the row reports samples/s or seconds per step.
+* ``b``, the systematic bias, and the residual variance ``v`` of the *nearest cross-validated
+  rows*: all kinds, then the kind, then the kind on this architecture, then on this architecture
+  at this GPU-count bucket; each level is shrunk towards its parent with weight ``n / (n + n0)`` (a precision
+  weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
+  Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
+* ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
+  the sum in quadrature of the relative standard errors of the efficiencies that scale the
+  kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
+  ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
+  so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
+  (an architecture the fit never saw);
+* ``e``, extrapolation: an architecture with no rows of this kind adds the between-architecture
+  variance of the biases (``tau^2``, method of moments; or the excess variance of a
+  leave-one-architecture-out study when given); each decade of GPU count, model size or sequence
+  length outside the fitted range adds the residual trend along that axis (slope and its standard
+  error, in quadrature) times the distance; each assumed input (framework, fabric) adds the
+  between-group variance of the biases of that input;
+* ``z``: the empirical quantiles of the standardized cross-validated residuals
+  ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
+  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with
+  Student-t quantiles (``nu = n - 1``) with weight
+  ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
+  grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
+
+``fit_interval_model(cv_frame, profile, context)`` builds the model (a plain JSON-able dict, kept in the
+profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
+estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
 """
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
-from perfmodel.profile import TIME_METRICS, scale_by_ratio
+from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio
 
-MIN_ROWS = 8
-QUANTILES = (0.10, 0.90)
+__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
+           "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
+           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket",
+           "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS"]
+
+LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
+N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
+MIN_ROWS = 2  # a kind needs this many cross-validated rows to get intervals at all
+GRID = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5,
+        0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
+# efficiencies that scale each kind's dominant time term with elasticity 1
+DEPENDS = {
+    "gemm": ("matmul_efficiency",),
+    "memcpy": ("memory_efficiency",),
+    "collective": ("link_bandwidth_efficiency",),
+    "train": ("matmul_efficiency", "sustained_clock_fraction"),
+}
+FEATURES = ("num_gpus", "model_params", "seq_len")  # scale axes, compared in decades (log10)
+ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; each has its tau
+_MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
+_MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
+
+
 def rate_ratio(metric, measured, predicted):
     """measured / predicted for rate metrics, predicted / measured for time metrics."""
     is_time = np.isin(np.asarray(metric), TIME_METRICS)
     return np.where(is_time, predicted / measured, measured / predicted)
 
 
-def interval_table(cv_frame, catalog) -> dict[str, tuple[float, float]]:
-    """``{kind: (low, high), "kind[architecture]": (low, high)}`` ratio quantiles."""
-    import pandas as pd
-
-    scored = cv_frame[cv_frame["predicted"].notna()]
-    ratio = pd.Series(rate_ratio(scored["metric"], scored["measured"], scored["predicted"]), index=scored.index)
-    architecture = scored["gpu"].map(lambda name: _architecture(catalog, name))
-    table: dict[str, tuple[float, float]] = {}
-    for kind, values in ratio.groupby(scored["kind"]):
-        if len(values) >= 2:
-            table[kind] = tuple(float(q) for q in np.quantile(values, QUANTILES))
-    for (kind, arch), values in ratio.groupby([scored["kind"], architecture]):
-        if len(values) >= MIN_ROWS and arch:
-            table[f"{kind}[{arch}]"] = tuple(float(q) for q in np.quantile(values, QUANTILES))
-    return table
-
-
 def _architecture(catalog, name) -> str | None:
     try:
         return catalog.gpu(name).architecture
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 
-def interval_bounds(result, profile, catalog=None):
-    """(low, high) arrays for the rows of a validate() result, from ``profile.interval``.
+def architectures(gpus, catalog):
+    """GPU architecture of each GPU name (None when the catalog does not know it)."""
+    names = {name: _architecture(catalog, name) for name in set(gpus)}
+    return [names[name] for name in gpus]
 
-    Bounds are in rate orientation; time-like metrics get them inverted (see module docstring).
-    """
+
+def framework_family(value) -> str | None:
+    """'PyTorch (NGC 22.11)' -> 'pytorch', 'Megatron-LM + DeepSpeed' -> 'megatron-lm': the first
+    word of a free-text framework field, lower case (None when missing)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        return None
+    return re.split(r"[\s(/+,]", str(value).strip(), maxsplit=1)[0].lower()
+
+
+BUCKETS = ("1", "2-8", "9-64", "65-512", "513+", "?")  # GPU-count buckets ('?': unknown count)
+
+
+def _bucket_codes(num_gpus) -> np.ndarray:
+    n = np.asarray(num_gpus, dtype=float)
+    codes = np.searchsorted(np.array([1.5, 8.5, 64.5, 512.5]), np.nan_to_num(n, nan=1.0))
+    return np.where(np.isfinite(n), codes, len(BUCKETS) - 1)
+
+
+def gpu_bucket(num_gpus):
+    """GPU-count bucket of each estimate: '1', '2-8' (one node), '9-64', '65-512', '513+', '?'."""
+    return np.asarray(BUCKETS, dtype=object)[_bucket_codes(num_gpus)]
+
+
+def _model_params(rows) -> np.ndarray:
+    """Parameter count of each row's model: 12 L h^2 + V h for a transformer given by shape
+    (Kaplan et al. 2020, "Scaling laws for neural language models", eq. 2.1), else the zoo's
+    count for a named model, else NaN."""
+    from perfmodel.workloads.zoo import get_workload
+
+    out = np.full(len(rows), np.nan)
+    if "layers" in rows and "hidden" in rows:
+        layers = rows["layers"].to_numpy(dtype=float)
+        hidden = rows["hidden"].to_numpy(dtype=float)
+        vocab = np.nan_to_num(rows["vocab"].to_numpy(dtype=float)) if "vocab" in rows else 0.0
+        out = 12.0 * layers * hidden ** 2 + vocab * hidden
+    if "model" in rows:
+        known: dict[str, float] = {}
+        for name in set(rows["model"].dropna()):
+            try:
+                known[name] = float(get_workload(str(name)).params)
+            except (ValueError, KeyError):
+                known[name] = np.nan
+        by_name = rows["model"].map(known).to_numpy(dtype=float)
+        out = np.where(np.isfinite(out), out, by_name)
+    return out
+
+
+def row_context(measurements, catalog):
+    """The context columns of measurement rows (same index): architecture, num_gpus,
+    model_params, seq_len, framework (family), fabric (the inter-node link, else the intra-node
+    one), source."""
+    import pandas as pd
+
+    def column(name):
+        return measurements[name] if name in measurements else pd.Series(np.nan, index=measurements.index)
+
+    fabric = column("inter").where(column("inter").notna(), column("intra"))
+    return pd.DataFrame({
+        "architecture": architectures(measurements["gpu"], catalog),
+        "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
+        "model_params": _model_params(measurements),
+        "seq_len": pd.to_numeric(column("seq_len"), errors="coerce"),
+        "framework": column("framework").map(framework_family),
+        "fabric": fabric.astype(object).where(fabric.notna(), None),
+        "source": column("source"),
+    }, index=measurements.index)
+
+
+# ---------------------------------------------------------------- parameter uncertainty (p)
+
+def _relative(profile, key: str) -> float | None:
+    value, error = profile.values.get(key), profile.uncertainty.get(key)
+    if value is None or error is None or not np.isfinite(error) or not value > 0:
+        return None
+    return float((error / value) ** 2)
+
+
+def _relative_variance(profile, name: str, group) -> float:
+    """(standard error / value)^2 of ``name`` for ``group``.  A group fitted on rows of its own:
+    its own standard error.  A group without rows (or no group given, as for an estimate whose
+    link kind is not known here): the predictive variance of a new group, the spread of the fitted
+    groups' values (the pooled key's uncertainty, see ``fit.pool_groups``) plus their mean squared
+    relative error.  A parameter the fit never touched: 0 (its prior error is in the residuals)."""
+    own = _relative(profile, f"{name}[{group}]") if group else None
+    if own is not None:
+        return own
+    fitted = [_relative(profile, key) for key in profile.values if key.startswith(f"{name}[")]
+    fitted = [value for value in fitted if value is not None]
+    pooled = _relative(profile, name) or 0.0
+    return pooled + (float(np.mean(fitted)) if fitted else 0.0)
+
+
+def _factorize(values, shape=None):
+    """(codes shaped like ``values`` broadcast to ``shape``, unique values): a factorization that
+    handles None/NaN as one more value (None), so per-estimate work is done once per distinct
+    value."""
+    values = np.asarray(values, dtype=object)
+    shape = values.shape if shape is None else shape
+    if values.ndim == 0:
+        value = values.item()
+        return np.zeros(shape, dtype=np.intp), [None if value != value else value]
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values.ravel(), use_na_sentinel=True)
+    uniques = list(uniques)
+    if (codes < 0).any():
+        uniques.append(None)
+        codes = np.where(codes < 0, len(uniques) - 1, codes)
+    return np.broadcast_to(codes.reshape(values.shape), shape), uniques
+
+
+def parameter_variance(profile, kind, architecture) -> np.ndarray:
+    """``p``: the sum over :data:`DEPENDS` of the squared relative standard errors, per estimate
+    (arrays of kind and architecture)."""
+    shape = np.broadcast_shapes(np.shape(kind), np.shape(architecture))
+    kind_codes, kinds = _factorize(kind, shape)
+    arch_codes, archs = _factorize(architecture, shape)
+    return _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+
+
+def _parameter_table(profile, kinds, archs) -> np.ndarray:
+
+    def variance(k, a):
+        def group(name):  # link kinds are not known from an architecture
+            return a if PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture" else None
+
+        return sum(_relative_variance(profile, name, group(name)) for name in DEPENDS.get(k, ()))
+
+    return np.array([[variance(k, a) for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
+
+
+# ---------------------------------------------------------------- fitting the model
+
+def _robust(values) -> tuple[float, float]:
+    """(median, robust variance (1.4826 MAD)^2) of finite ``values``."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0, 0.0
+    centre = float(np.median(values))
+    return centre, float((_MAD_TO_SIGMA * np.median(np.abs(values - centre))) ** 2)
+
+
+def _node(r, p, parent=None, n0=N0) -> dict:
+    """Bias and residual variance of a group of rows, shrunk towards ``parent`` (n / (n + n0))."""
+    n = int(np.isfinite(r).sum())
+    bias, spread = _robust(r)
+    variance = max(spread - float(np.nanmean(p)) if n else 0.0, _MIN_SPREAD_SHARE * spread)
+    if parent is not None:
+        weight = n / (n + n0)
+        bias = weight * bias + (1 - weight) * parent["bias"]
+        variance = weight * variance + (1 - weight) * parent["variance"]
+    return {"n": n, "bias": bias, "variance": variance}
+
+
+def _between_variance(r, groups) -> float:
+    """tau^2: variance of the group medians beyond what their sampling noise explains
+    (method of moments, var(median) ~ (pi/2) s^2 / n), over groups of >= 3 rows; 0 with < 2."""
+    medians, noise = [], []
+    for name in {g for g in groups if g is not None}:
+        values = r[np.array([g == name for g in groups])]
+        values = values[np.isfinite(values)]
+        if values.size >= 3:
+            centre, spread = _robust(values)
+            medians.append(centre)
+            noise.append(math.pi / 2 * spread / values.size)
+    if len(medians) < 2:
+        return 0.0
+    return float(max(np.var(medians, ddof=1) - np.mean(noise), 0.0))
+
+
+def _trend(r, x) -> dict | None:
+    """Fitted range [lo, hi] of log10 x, and the residual trend per decade sqrt(beta^2 + se^2)."""
+    ok = np.isfinite(r) & np.isfinite(x) & (x > 0)
+    if ok.sum() < 3:
+        return None
+    logx = np.log10(x[ok])
+    lo, hi = float(logx.min()), float(logx.max())
+    if hi - lo < 1e-9:
+        return {"range": [lo, hi], "per_decade": 0.0}
+    design = np.column_stack([np.ones_like(logx), logx])
+    coef, *_ = np.linalg.lstsq(design, r[ok], rcond=None)
+    residual = r[ok] - design @ coef
+    dof = max(int(ok.sum()) - 2, 1)
+    covariance = np.linalg.pinv(design.T @ design) * float(residual @ residual) / dof
+    slope_se = math.sqrt(max(covariance[1, 1], 0.0))
+    return {"range": [lo, hi], "per_decade": float(math.hypot(coef[1], slope_se))}
+
+
+def _student_t(probabilities, dof):
+    from scipy.stats import t
+
+    return t.ppf(probabilities, df=max(dof, 1))
+
+
+def _tree(r, p, arch, bucket, pooled, n0) -> dict:
+    """The kind's node, its architectures' nodes and their GPU-count buckets' nodes."""
+    entry = {**_node(r, p, pooled, n0), "architectures": {}, "tau": {}, "scale": {}}
+    for name in sorted({a for a in arch if a is not None}):
+        in_arch = arch == name
+        node = _node(r[in_arch], p[in_arch], entry, n0)
+        node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
+                           for b in sorted(set(bucket[in_arch]))}
+        entry["architectures"][name] = node
+    return entry
+
+
+def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, folds: int = 5) -> np.ndarray:
+    """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
+    ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
+    the nodes did not see, not the smaller in-sample spread around nodes fitted to it."""
+    order = np.random.default_rng(0).permutation(r.size) % folds
+    codes = np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp)
+    z = np.full(r.size, np.nan)
+    for fold in range(min(folds, r.size)):
+        held = order == fold
+        if held.all():
+            continue
+        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0)
+        bias, variance = _lookup(entry, arch[held], codes[held])
+        unseen = np.array([a not in entry["architectures"] for a in arch[held]], dtype=bool)
+        z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + np.where(unseen, tau_architecture, 0.0))
+    return z[np.isfinite(z)]
+
+
+def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) -> dict:
+    """The interval model (a JSON-able dict) from cross-validated residuals.
+
+    ``cv_frame``: held-out rows with kind, metric, measured, predicted (from
+    :func:`perfmodel.calibration.fit.cross_validate`); ``profile``: the fitted profile (its
+    uncertainty gives ``p``); ``context``: :func:`row_context` of the measurements (indexed like
+    ``cv_frame``); ``unseen``: optionally a leave-one-architecture-out frame of the same rows
+    (:func:`perfmodel.calibration.coverage.leave_group_out`), whose spread beyond the k-fold one
+    and beyond a new architecture's parameter variance bounds ``tau^2`` of the architecture from
+    below."""
+    scored = cv_frame[cv_frame["predicted"].notna() & (cv_frame["measured"] > 0)]
+    info = context.loc[scored.index]
+    r_all = np.log(rate_ratio(scored["metric"], scored["measured"].to_numpy(float),
+                              scored["predicted"].to_numpy(float)))
+    arch_all = info["architecture"].to_numpy(dtype=object)
+    kinds = scored["kind"].to_numpy(dtype=object)
+    p_all = parameter_variance(profile, kinds, arch_all)
+    bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
+    model: dict = {"version": 1, "n0": n0, "grid": list(GRID), "kinds": {}}
+    pooled = _node(r_all, p_all)  # every kind together: the prior of a kind with few rows
+    for kind in sorted(set(kinds)):
+        mask = kinds == kind
+        r, p, arch, bucket = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask]
+        if np.isfinite(r).sum() < MIN_ROWS:
+            continue
+        entry = _tree(r, p, arch, bucket, pooled, n0)
+        entry["tau"]["architecture"] = _between_variance(r, list(arch))
+        if unseen is not None:
+            held = unseen[(unseen["kind"] == kind) & unseen["predicted"].notna() & (unseen["measured"] > 0)]
+            if len(held) >= 3:
+                r_unseen = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float),
+                                             held["predicted"].to_numpy(float)))
+                centre, spread = _robust(r_unseen)
+                new_p = float(parameter_variance(profile, kind, None))
+                excess = spread + (centre - entry["bias"]) ** 2 - entry["variance"] - new_p
+                entry["tau"]["architecture"] = max(entry["tau"]["architecture"], float(excess))
+        for name in ASSUMABLE:
+            entry["tau"][name] = _between_variance(r, list(info[name].to_numpy(dtype=object)[mask]))
+        for feature in FEATURES:
+            trend = _trend(r, info[feature].to_numpy(dtype=float)[mask])
+            if trend is not None:
+                entry["scale"][feature] = trend
+        # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
+        z = _cross_fitted_z(r, p, arch, bucket, pooled, n0, entry["tau"]["architecture"])
+        t = _student_t(np.array(GRID), z.size - 1)
+        weight = z.size / (z.size + n0)
+        empirical = np.quantile(z, GRID) if z.size else t
+        entry["z"] = [float(v) for v in weight * empirical + (1 - weight) * t]
+        model["kinds"][kind] = entry
+    return model
+
+
+def _node_table(entry: dict, archs) -> tuple[np.ndarray, np.ndarray]:
+    """(bias, variance) tables [architecture, bucket] of the deepest node each reaches:
+    kind > architecture > GPU-count bucket."""
+    bias = np.empty((len(archs), len(BUCKETS)))
+    variance = np.empty_like(bias)
+    for i, a in enumerate(archs):
+        for j, b in enumerate(BUCKETS):
+            node = entry["architectures"].get(a)
+            node = entry if node is None else node["buckets"].get(b, node)
+            bias[i, j], variance[i, j] = node["bias"], node["variance"]
+    return bias, variance
+
+
+def _lookup(entry: dict, arch, bucket_codes):
+    """(bias, variance) of each estimate (arrays of architecture and GPU-count bucket code)."""
+    arch_codes, archs = _factorize(arch)
+    bias, variance = _node_table(entry, archs)
+    return bias[arch_codes, bucket_codes], variance[arch_codes, bucket_codes]
+
+
+# ---------------------------------------------------------------- evaluating it
+
+def _check_level(level) -> float:
+    level = float(level)
+    if not 0 < level <= 1 - 2 * GRID[0]:
+        raise ValueError(f"interval level must be in (0, {1 - 2 * GRID[0]:.2f}], got {level}")
+    return level
+
+
+def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed):
+    """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
+    per distinct kind and architecture and vectorized over estimates."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len)),
+                                *(np.shape(flag) for flag in (assumed or {}).values()))
+    unknown = set(assumed or {}) - set(ASSUMABLE)
+    if unknown:
+        raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
+    kind_codes, kinds = _factorize(kind, shape)
+    missing = [k for k in kinds if k not in model["kinds"]]
+    if missing:
+        raise ValueError(f"the interval model has no kind {missing[0]!r}; it has {', '.join(sorted(model['kinds']))}")
+    arch_codes, archs = _factorize(architecture, shape)
+    bucket_codes = np.broadcast_to(_bucket_codes(num_gpus), shape)
+    logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
+            for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
+    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "scale", "assumed")}
+    out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    for index, name in enumerate(kinds):
+        entry = model["kinds"][name]
+        mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
+        codes = arch_codes[mask]
+        bias, variance = _node_table(entry, archs)
+        out["bias"][mask] = bias[codes, bucket_codes[mask]]
+        out["residual"][mask] = variance[codes, bucket_codes[mask]]
+        tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
+        out["architecture"][mask] = tau[codes]
+        scale = np.zeros(int(mask.sum()))
+        for feature, trend in entry["scale"].items():
+            x = logs[feature][mask]
+            lo, hi = trend["range"]
+            scale += (trend["per_decade"] * np.nan_to_num(np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0))) ** 2
+        out["scale"][mask] = scale
+        for input_name, flag in (assumed or {}).items():
+            out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
+                                             entry["tau"].get(input_name, 0.0), 0.0)
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["scale"] + out["assumed"])
+    return out, kind_codes, kinds
+
+
+def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
+              seq_len=np.nan, assumed=None) -> dict[str, np.ndarray]:
+    """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
+    ``residual`` (v), ``parameters`` (p), ``architecture``, ``scale`` and ``assumed``
+    (extrapolation variances) and ``total`` (sqrt of their sum: sigma)."""
+    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)[0]
+
+
+def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
+                 model_params=np.nan, seq_len=np.nan, assumed=None) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
+    estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
+    ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default."""
+    level = _check_level(level)
+    parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)
+    grid = np.asarray(model["grid"])
+    z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
+    low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
+    high = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 1])
+    return low, high
+
+
+def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
+                assumed=None, level: float = LEVEL, kind: str = "train"):
+    """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
+    estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
+    one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN)."""
+    time_s = np.asarray(time_s, dtype=float)
+    model = profile.provenance.get("interval_model")
+    if model is not None and kind in model["kinds"]:
+        ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
+                                             seq_len, assumed)
+    else:
+        if level != LEVEL:
+            raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
+                             "`perfmodel calibrate --cv 5` for other levels")
+        arch = np.broadcast_to(np.asarray(architecture, dtype=object), time_s.shape)
+        table = {a: profile.interval_ratio(kind, a) or (np.nan, np.nan) for a in set(arch.ravel())}
+        ratio_low = np.array([table[a][0] for a in arch.ravel()], dtype=float).reshape(arch.shape)
+        ratio_high = np.array([table[a][1] for a in arch.ravel()], dtype=float).reshape(arch.shape)
+    return time_s / ratio_high, time_s / ratio_low
+
+
+def bounds(metric, predicted, ratio_low, ratio_high):
+    """(low, high) of predictions from rate-oriented ratio bounds (time metrics invert them)."""
+    is_time = np.isin(np.asarray(metric, dtype=object), TIME_METRICS)
+    predicted = np.asarray(predicted, dtype=float)
+    return (np.where(is_time, predicted / ratio_high, predicted * ratio_low),
+            np.where(is_time, predicted / ratio_low, predicted * ratio_high))
+
+
+def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95), assumed=None):
+    """``frame`` (a validate() frame) with ``low_50``/``high_50``, ``low_80``/``high_80``, ... and
+    ``low``/``high`` (= the 80 % interval) from ``model`` (default: the profile's
+    ``provenance["interval_model"]``); ``context`` is :func:`row_context` of the same rows."""
+    model = model or profile.provenance.get("interval_model")
+    if model is None:
+        raise ValueError("the profile has no interval model (provenance['interval_model']); "
+                         "refit it with `perfmodel calibrate --cv 5`")
+    out = frame.copy()
+    info = context.loc[frame.index]
+    known = np.isin(frame["kind"].to_numpy(dtype=object), list(model["kinds"]))
+    for level in levels:
+        tag = f"{round(100 * level):d}"
+        low = np.full(len(frame), np.nan)
+        high = np.full(len(frame), np.nan)
+        if known.any():
+            r_low, r_high = ratio_bounds(
+                model, profile, frame["kind"].to_numpy(dtype=object)[known],
+                info["architecture"].to_numpy(dtype=object)[known], level,
+                info["num_gpus"].to_numpy(dtype=float)[known], info["model_params"].to_numpy(dtype=float)[known],
+                info["seq_len"].to_numpy(dtype=float)[known],
+                {k: np.asarray(v)[known] for k, v in (assumed or {}).items()})
+            low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
+                                             frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
+        out[f"low_{tag}"], out[f"high_{tag}"] = low, high
+    if "low_80" in out:
+        out["low"], out["high"] = out["low_80"], out["high_80"]
+    return out
+
+
+def interval_bounds(result, profile, catalog=None, measurements=None):
+    """(low, high) 80 % bounds for the rows of a validate() result.
+
+    With the profile's interval model and ``measurements`` (the rows ``result`` scores, same
+    index), bounds come from :func:`ratio_bounds` at each row's context; otherwise from the
+    kind[architecture] ratio table ``profile.interval`` (no scale or assumed-input terms)."""
     from perfmodel.hardware.catalog import load_catalog
 
     catalog = catalog or load_catalog()
+    model = profile.provenance.get("interval_model")
+    if model is not None:
+        if measurements is not None:
+            context = row_context(measurements.loc[result.index], catalog)
+        else:
+            import pandas as pd
+
+            context = pd.DataFrame({"architecture": architectures(result["gpu"], catalog), "num_gpus": np.nan,
+                                    "model_params": np.nan, "seq_len": np.nan}, index=result.index)
+        scored = interval_columns(result, context, profile, model, levels=(LEVEL,))
+        return scored["low"].to_numpy(), scored["high"].to_numpy()
     low = np.full(len(result), np.nan)
     high = np.full(len(result), np.nan)
     rows = zip(result["kind"], result["gpu"], result["metric"], result["predicted"])
     for i, (kind, gpu, metric, predicted) in enumerate(rows):
-        bounds = profile.interval_ratio(kind, _architecture(catalog, gpu))
-        if bounds is not None and np.isfinite(predicted):
-            low[i], high[i] = scale_by_ratio(metric, predicted, bounds)
+        ratio = profile.interval_ratio(kind, _architecture(catalog, gpu))
+        if ratio is not None and np.isfinite(predicted):
+            low[i], high[i] = scale_by_ratio(metric, predicted, ratio)
     return low, high
+
+
+def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
+    """``{kind: (low, high), "kind[architecture]": (low, high)}``: the 80 % ratio bounds of the
+    model at each kind's and each measured architecture's rows (no scale or assumed-input terms),
+    the compact table kept in ``profile.interval`` for :meth:`CalibrationProfile.interval_ratio`.
+    A kind's own entry is its bound on an architecture with no rows."""
+    table: dict[str, tuple[float, float]] = {}
+    for kind, entry in model["kinds"].items():
+        low, high = ratio_bounds(model, profile, kind, None)
+        table[kind] = (float(low), float(high))
+        for arch in entry["architectures"]:
+            low, high = ratio_bounds(model, profile, kind, arch)
+            table[f"{kind}[{arch}]"] = (float(low), float(high))
+    return table
+
+
+# ---------------------------------------------------------------- explaining it
+
+def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
+               seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL) -> dict:
+    """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
+    the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
+    (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
+    nearest held-out rows of ``rows``, a cross-validated frame joined with :func:`row_context`,
+    and the model's error on each), ``interval_ratio`` (low, high), ``log_sigma`` (the bias and
+    total sigma of the log ratio, and each variance term of :func:`log_sigma` as its own sigma)
+    and ``text`` (one line for the CLI)."""
+    assumed = dict(assumed or {})
+    flags = {name: True for name in assumed if name in ASSUMABLE}
+    nan = float("nan")
+    parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
+                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+    low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
+                             nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+    entry = model["kinds"][kind]
+    node = entry["architectures"].get(architecture)
+    extrapolates = []
+    if node is None:
+        extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters pooled "
+                            f"from {', '.join(sorted(entry['architectures'])) or 'none'}")
+    values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
+    for feature, trend in entry["scale"].items():
+        value = values[feature]
+        if value is None or not value > 0:
+            continue
+        lo, hi = (10 ** v for v in trend["range"])
+        if not lo <= value <= hi:
+            extrapolates.append(f"{feature} {value:.3g} outside the fitted {lo:.3g}..{hi:.3g}")
+    nearest = []
+    if rows is not None:
+        nearest = _nearest(rows, kind, architecture, values)
+    measured = {"n": node["n"] if node else 0, "architecture": architecture,
+                "median_error": _median_error(rows, kind, architecture) if rows is not None else None}
+    width = float(high / low)
+    text = (f"{round(100 * level)}% x{float(low):.2f}..x{float(high):.2f} (high/low {width:.2f}); "
+            f"{measured['n']} {kind} rows on {architecture}"
+            + (f"; extrapolates: {'; '.join(extrapolates)}" if extrapolates else "")
+            + (f"; assumed: {', '.join(f'{k}={v}' for k, v in assumed.items())}" if assumed else ""))
+    return {"level": level, "interval_ratio": (float(low), float(high)),
+            "log_sigma": {k: float(np.sqrt(v)) if k not in ("bias", "total") else float(v)
+                          for k, v in parts.items()},
+            "assumed": assumed, "extrapolates": extrapolates, "measured_rows": measured,
+            "nearest": nearest, "text": text}
+
+
+def _scored(rows, kind):
+    ok = rows[(rows["kind"] == kind) & rows["predicted"].notna() & (rows["measured"] > 0)]
+    error = rate_ratio(ok["metric"], ok["measured"].to_numpy(float), ok["predicted"].to_numpy(float)) - 1.0
+    return ok, error
+
+
+def _median_error(rows, kind, architecture):
+    ok, error = _scored(rows, kind)
+    mine = (ok["architecture"] == architecture).to_numpy()
+    return float(np.median(np.abs(error[mine]))) if mine.any() else None
+
+
+def _nearest(rows, kind, architecture, values, count=3) -> list[dict]:
+    """Held-out rows of ``kind`` closest to the estimate: same architecture first, then the
+    distance in decades over the scale axes both have."""
+    ok, error = _scored(rows, kind)
+    if ok.empty:
+        return []
+    distance = np.where((ok["architecture"] == architecture).to_numpy(), 0.0, 10.0)
+    for feature, value in values.items():
+        if value is not None and value > 0 and feature in ok:
+            x = ok[feature].to_numpy(dtype=float)
+            decades = np.abs(np.log10(np.where(x > 0, x, np.nan)) - math.log10(value))
+            distance = distance + np.nan_to_num(decades, nan=3.0)
+    order = np.argsort(distance, kind="stable")[:count]
+    return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "metric": str(ok["metric"].iloc[i]),
+             "measured": float(ok["measured"].iloc[i]), "predicted": float(ok["predicted"].iloc[i]),
+             "error": float(error[i])} for i in order]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from perfmodel.cli.common import catalog_from, int_arg, print_json, print_table
 
 
@@ -16,13 +18,15 @@ def register(subparsers) -> None:
                              "intervals (K >= 2, at most the number of measured configurations)")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the CV folds")
+    parser.add_argument("--jobs", type=int_arg(1, 1024), default=os.cpu_count() or 1, metavar="N",
+                        help="processes for the cross-validation folds (default: all cores; same result as 1)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from perfmodel.calibration.fit import _configuration_groups, calibrate, cross_validate
-    from perfmodel.calibration.intervals import interval_table
+    from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
     from perfmodel.cli.progress import working
@@ -47,9 +51,12 @@ def run(args) -> int:
     cv_summary = None
     if args.cv:
         with working(f"{args.cv}-fold cross-validation", enabled=not args.json):
-            held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog)
+            held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog,
+                                      jobs=args.jobs)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
-        profile = profile.model_copy(update={"interval": interval_table(held_out, catalog)})
+        model = fit_interval_model(held_out, profile, row_context(measurements, catalog))
+        profile = profile.model_copy(update={"interval": interval_table(model, profile)})
+        profile.provenance["interval_model"] = model
         profile.provenance["cross_validation"] = {"folds": args.cv, "seed": args.seed,
                                                   "mape": cv_summary["by_kind"]}
     if args.output:

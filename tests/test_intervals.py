@@ -1,0 +1,293 @@
+"""Prediction intervals: honest coverage out of sample, wider away from the data, monotone in level."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import perfmodel.calibration.predictors  # noqa: F401  (registers the efficiency parameters)
+from perfmodel.calibration import intervals as iv
+from perfmodel.calibration.coverage import (
+    calibration_points, coverage_table, group_out_intervals, held_out_intervals, without_architecture)
+from perfmodel.calibration.fit import cross_validate
+from perfmodel.calibration.measurements import shipped_measurements
+from perfmodel.hardware.catalog import load_catalog
+from perfmodel.profile import CalibrationProfile
+
+CATALOG = load_catalog()
+GPUS = {"A100-SXM4-80GB": 0.05, "H100-SXM5-80GB": -0.10, "V100-SXM2-16GB": 0.15}  # log bias per GPU
+FRAMEWORKS = {"pytorch": 0.0, "tensorflow": 0.12}
+PROFILE = CalibrationProfile(
+    values={"matmul_efficiency[Ampere]": 0.8, "matmul_efficiency[Hopper]": 0.8, "matmul_efficiency": 0.8,
+            "sustained_clock_fraction[Ampere]": 0.8, "sustained_clock_fraction[Hopper]": 0.7,
+            "sustained_clock_fraction": 0.75},
+    uncertainty={"matmul_efficiency[Ampere]": 0.02, "matmul_efficiency[Hopper]": 0.02, "matmul_efficiency": 0.05,
+                 "sustained_clock_fraction[Ampere]": 0.03, "sustained_clock_fraction[Hopper]": 0.03,
+                 "sustained_clock_fraction": 0.08})
+
+
+def synthetic_cv(n=900, noise=0.2, bias=0.0, seed=0, folds=5):
+    """A cross-validated frame whose log ratio measured/predicted is a per-GPU bias + per-framework
+    bias + ``bias`` + Student-t(5) noise of scale ``noise``, and its row context."""
+    rng = np.random.default_rng(seed)
+    gpus = rng.choice(list(GPUS), n)
+    frameworks = rng.choice(list(FRAMEWORKS), n)
+    predicted = rng.uniform(1.0, 100.0, n)
+    log_ratio = (bias + np.array([GPUS[g] for g in gpus]) + np.array([FRAMEWORKS[f] for f in frameworks])
+                 + noise * rng.standard_t(5, n))
+    metric = rng.choice(["samples_per_s", "step_time_s"], n)
+    measured = np.where(metric == "step_time_s", predicted / np.exp(log_ratio), predicted * np.exp(log_ratio))
+    frame = pd.DataFrame({"id": [f"r{i}" for i in range(n)], "kind": "train", "gpu": gpus, "metric": metric,
+                          "measured": measured, "predicted": predicted, "fold": rng.integers(0, folds, n)})
+    context = pd.DataFrame({"architecture": iv.architectures(gpus, CATALOG),
+                            "num_gpus": rng.choice([1, 8, 16, 64], n).astype(float),
+                            "model_params": 10 ** rng.uniform(8, 10, n), "seq_len": 2048.0,
+                            "framework": frameworks, "fabric": None, "source": "synthetic"}, index=frame.index)
+    return frame, context
+
+
+_FRAME, _CONTEXT = synthetic_cv()
+MODEL = iv.fit_interval_model(_FRAME, PROFILE, _CONTEXT)
+
+
+def coverage(frame, level):
+    low, high = (f"low_{round(100 * level)}", f"high_{round(100 * level)}")
+    return ((frame["measured"] >= frame[low]) & (frame["measured"] <= frame[high])).mean()
+
+
+@pytest.mark.parametrize("bias", [0.0, 0.4])
+def test_held_out_coverage_is_near_nominal_with_and_without_a_systematic_bias(bias):
+    frame, context = synthetic_cv(bias=bias)
+    scored = held_out_intervals(frame, context, PROFILE)
+    assert 0.70 <= coverage(scored, 0.8) <= 0.90
+    assert 0.40 <= coverage(scored, 0.5) <= 0.60
+    assert 0.90 <= coverage(scored, 0.95) <= 0.99
+    # a median ratio != 1 moves the interval, it does not only widen it
+    width = np.median(scored["high_80"] / scored["low_80"])
+    assert width < np.exp(2 * 1.6 * 0.2 * 1.5)
+
+
+def test_shipped_collective_rows_are_covered_under_cross_validation():
+    """Coverage of shipped rows under 3-fold CV (a cheap fit: one parameter, collective rows),
+    with interval models fitted on the other folds only."""
+    rows = shipped_measurements()
+    rows = rows[rows["kind"] == "collective"]
+    cv = cross_validate(rows, k=3, params=["link_bandwidth_efficiency"], catalog=CATALOG)
+    context = iv.row_context(rows, CATALOG)
+    scored = held_out_intervals(cv[cv["predicted"].notna()], context, PROFILE)
+    assert len(scored) > 200
+    assert 0.70 <= coverage(scored, 0.8) <= 0.90
+    assert np.median(scored["high_80"] / scored["low_80"]) <= 2.5
+
+
+def test_an_architecture_with_no_rows_gets_a_wider_interval_than_a_measured_one():
+    frame, context = synthetic_cv()
+    model = iv.fit_interval_model(frame, PROFILE, context)
+    job = dict(num_gpus=8, model_params=1e9, seq_len=2048)
+    for measured in ("Ampere", "Hopper", "Volta"):
+        low_m, high_m = iv.ratio_bounds(model, PROFILE, "train", measured, **job)
+        low_u, high_u = iv.ratio_bounds(model, PROFILE, "train", "Blackwell", **job)
+        assert high_u / low_u > high_m / low_m
+    # the same after refitting without Hopper: Hopper is now the unmeasured one
+    local = without_architecture(PROFILE, "Hopper")
+    unseen = iv.fit_interval_model(frame[context["architecture"] != "Hopper"], local, context)
+    low_u, high_u = iv.ratio_bounds(unseen, local, "train", "Hopper", **job)
+    for measured in ("Ampere", "Volta"):
+        low_m, high_m = iv.ratio_bounds(unseen, local, "train", measured, **job)
+        assert high_u / low_u > high_m / low_m
+
+
+def test_scale_outside_the_fitted_range_and_assumed_inputs_widen_the_interval():
+    frame, context = synthetic_cv()
+    model = iv.fit_interval_model(frame, PROFILE, context)
+    inside = iv.ratio_bounds(model, PROFILE, "train", "Ampere", model_params=1e9)
+    outside = iv.ratio_bounds(model, PROFILE, "train", "Ampere", model_params=1e12)
+    assumed = iv.ratio_bounds(model, PROFILE, "train", "Ampere", model_params=1e9, assumed={"framework": True})
+    assert outside[1] / outside[0] > inside[1] / inside[0]
+    assert assumed[1] / assumed[0] > inside[1] / inside[0]  # the frameworks' biases differ by 0.12
+
+
+@settings(max_examples=60, deadline=None)
+@given(levels=st.lists(st.floats(0.01, 0.99), min_size=2, max_size=2, unique=True),
+       arch=st.sampled_from(["Ampere", "Hopper", "Volta", "Blackwell", None]),
+       num_gpus=st.floats(1, 1e5), model_params=st.floats(1e6, 1e13),
+       framework=st.booleans())
+def test_bounds_are_monotone_in_the_level(levels, arch, num_gpus, model_params, framework):
+    small, large = sorted(levels)
+    job = dict(num_gpus=num_gpus, model_params=model_params, assumed={"framework": framework})
+    low_s, high_s = iv.ratio_bounds(MODEL, PROFILE, "train", arch, small, **job)
+    low_l, high_l = iv.ratio_bounds(MODEL, PROFILE, "train", arch, large, **job)
+    assert 0 < low_l <= low_s * (1 + 1e-12)
+    assert low_s < high_s <= high_l * (1 + 1e-12)
+
+
+def test_one_call_on_arrays_equals_one_call_per_estimate():
+    arch = np.array(["Ampere", "Hopper", "Blackwell", None, "Volta"], dtype=object)
+    gpus = np.array([1, 8, 512, 4096, 64], dtype=float)
+    low, high = iv.ratio_bounds(MODEL, PROFILE, "train", arch, 0.8, num_gpus=gpus, model_params=1e9)
+    for i in range(len(arch)):
+        one = iv.ratio_bounds(MODEL, PROFILE, "train", arch[i], 0.8, num_gpus=gpus[i], model_params=1e9)
+        assert (low[i], high[i]) == pytest.approx((float(one[0]), float(one[1])))
+    big = iv.ratio_bounds(MODEL, PROFILE, "train", np.resize(arch, 200_000), num_gpus=np.resize(gpus, 200_000))
+    assert big[0].shape == (200_000,) and np.all(big[0] < big[1])
+
+
+def test_time_metrics_invert_the_ratio_bounds():
+    low, high = iv.bounds(["step_time_s", "samples_per_s"], [10.0, 10.0], 0.8, 1.25)
+    assert low == pytest.approx([8.0, 8.0]) and high == pytest.approx([12.5, 12.5])
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match=r"interval level must be in \(0, 0.99\], got 1.5"):
+        iv.ratio_bounds(MODEL, PROFILE, "train", "Ampere", 1.5)
+    with pytest.raises(ValueError, match="no kind 'gemm'; it has train"):
+        iv.ratio_bounds(MODEL, PROFILE, "gemm", "Ampere")
+    with pytest.raises(ValueError, match=r"assumed inputs \['dataset'\] have no interval term"):
+        iv.ratio_bounds(MODEL, PROFILE, "train", "Ampere", assumed={"dataset": True})
+
+
+def test_confidence_names_what_is_assumed_and_what_extrapolates():
+    frame, context = synthetic_cv()
+    rows = frame.join(context)
+    far = iv.confidence(MODEL, PROFILE, "train", "Blackwell", num_gpus=4096, model_params=1e12,
+                        assumed={"framework": "pytorch (default)"}, rows=rows)
+    near = iv.confidence(MODEL, PROFILE, "train", "Hopper", num_gpus=8, model_params=1e9, rows=rows)
+    assert near["extrapolates"] == [] and near["assumed"] == {}
+    assert near["measured_rows"]["n"] == (context["architecture"] == "Hopper").sum()
+    assert all(row["gpu"] == "H100-SXM5-80GB" for row in near["nearest"])
+    assert len(far["extrapolates"]) == 3  # architecture, GPU count, model size
+    assert "Blackwell" in far["extrapolates"][0] and "framework=pytorch (default)" in far["text"]
+    ratio = far["interval_ratio"]
+    assert ratio[1] / ratio[0] > near["interval_ratio"][1] / near["interval_ratio"][0]
+
+
+def test_interval_table_is_the_model_at_each_architecture():
+    table = iv.interval_table(MODEL, PROFILE)
+    assert set(table) == {"train", "train[Ampere]", "train[Hopper]", "train[Volta]"}
+    low, high = iv.ratio_bounds(MODEL, PROFILE, "train", "Hopper")
+    assert table["train[Hopper]"] == pytest.approx((float(low), float(high)))
+
+
+def test_coverage_table_counts_rows_inside_the_bounds():
+    frame = pd.DataFrame({"kind": ["a", "a", "a", "b"], "gpu": ["x", "x", "y", "y"], "measured": [1.0, 2.0, 3.0, 4.0],
+                          "predicted": [1.0, 1.0, 1.0, 1.0], "low": [0.5, 0.5, 0.5, 0.5], "high": [1.5, 2.5, 2.5, 8.0]})
+    table = coverage_table(frame, "kind").set_index("kind")
+    assert table.loc["all", "coverage_80"] == pytest.approx(0.75)
+    assert table.loc["a", "coverage_80"] == pytest.approx(2 / 3)
+    assert table.loc["b", "width_80"] == pytest.approx(16.0)
+    assert np.isnan(table.loc["a", "coverage_50"])
+    assert calibration_points(frame) == [(0.8, 0.75, 4)]
+    with pytest.raises(ValueError, match="no column 'framework' to group by"):
+        coverage_table(frame, "framework")
+
+
+def test_group_out_intervals_bound_each_group_with_a_model_that_never_saw_it():
+    frame, context = synthetic_cv()
+    held = frame.assign(fold=context["architecture"])
+    scored = group_out_intervals(held, frame, context, PROFILE, "architecture")
+    assert len(scored) == len(frame)
+    in_sample = held_out_intervals(frame, context, PROFILE)
+    width_out = np.median(scored["high_80"] / scored["low_80"])
+    assert width_out > np.median(in_sample["high_80"] / in_sample["low_80"])
+    assert coverage(scored, 0.8) >= 0.70
+
+
+def test_calibration_curve_plot_draws_one_point_per_level():
+    from perfmodel.plots.calibration_curve import calibration_curve
+
+    frame, context = synthetic_cv()
+    scored = held_out_intervals(frame, context, PROFILE)
+    figure = calibration_curve(scored, by="gpu")
+    ax = figure.axes[0]
+    lines = [line for line in ax.get_lines() if line.get_label().startswith("all")]
+    assert len(lines) == 1 and len(lines[0].get_xdata()) == 3
+    with pytest.raises(ValueError, match="no interval columns"):
+        calibration_curve(frame)
+
+
+def test_time_bounds_use_the_model_when_the_profile_has_one_and_the_table_otherwise():
+    with_model = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL}})
+    low, high = iv.time_bounds(with_model, np.array([10.0, 20.0]), "Hopper", num_gpus=8)
+    ratio = iv.ratio_bounds(MODEL, PROFILE, "train", "Hopper", num_gpus=8)
+    assert low == pytest.approx(np.array([10.0, 20.0]) / ratio[1])
+    assert high == pytest.approx(np.array([10.0, 20.0]) / ratio[0])
+    table_only = PROFILE.model_copy(update={"interval": {"train": (0.8, 1.25)}})
+    assert iv.time_bounds(table_only, 10.0, "Hopper") == (pytest.approx(8.0), pytest.approx(12.5))
+    with pytest.raises(ValueError, match="only 80% intervals"):
+        iv.time_bounds(table_only, 10.0, "Hopper", level=0.5)
+
+
+def test_the_interval_model_survives_a_profile_yaml_round_trip(tmp_path):
+    from perfmodel.profile import load_profile
+
+    profile = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL},
+                                         "interval": iv.interval_table(MODEL, PROFILE)})
+    profile.save(tmp_path / "profile.yaml")
+    loaded = load_profile(tmp_path / "profile.yaml")
+    assert loaded.provenance["interval_model"] == MODEL
+    assert loaded.interval["train[Ampere]"] == pytest.approx(profile.interval["train[Ampere]"])
+
+
+def test_a_parameter_on_an_unfitted_architecture_is_more_uncertain_than_on_any_fitted_one():
+    unseen = iv.parameter_variance(PROFILE, "train", "Blackwell")
+    for fitted in ("Ampere", "Hopper"):
+        assert unseen > iv.parameter_variance(PROFILE, "train", fitted)
+    # gemm depends on matmul_efficiency only: (0.05/0.8)^2 spread + mean of the groups' (0.02/0.8)^2
+    assert iv.parameter_variance(PROFILE, "gemm", "Blackwell") == pytest.approx((0.05 / 0.8) ** 2 + (0.02 / 0.8) ** 2)
+
+
+def test_leave_group_out_never_fits_a_row_of_the_group_it_predicts(monkeypatch):
+    from perfmodel.calibration import fit
+    from perfmodel.calibration.coverage import leave_group_out
+    from perfmodel.calibration.measurements import check_measurements
+
+    shapes = [(m, n, k) for m in (1024, 4096) for n in (1024, 8192) for k in (512, 8192)]
+    rows = check_measurements(pd.DataFrame({
+        "id": [f"G{i:02d}" for i in range(len(shapes))], "kind": "gemm", "gpu": "H100-SXM5-80GB", "num_gpus": 1,
+        "m": [s[0] for s in shapes], "n": [s[1] for s in shapes], "k": [s[2] for s in shapes], "dtype": "bf16",
+        "metric": "tflops", "value": 500.0, "source": "synthetic"}))
+    groups = np.where(np.arange(len(rows)) % 2 == 0, "even", "odd").astype(object)
+    groups[0] = None  # a row without a group is always fitted, never held out
+    fitted_ids = []
+    real = fit.calibrate
+
+    def spy(measurements, **kwargs):
+        fitted_ids.append(set(measurements["id"]))
+        return real(measurements, **kwargs)
+
+    monkeypatch.setattr(fit, "calibrate", spy)
+    scored = leave_group_out(rows, groups, params=["matmul_efficiency"], catalog=CATALOG)
+    assert sorted(scored["fold"]) == sorted(g for g in groups if g is not None)
+    for fitted, name in zip(fitted_ids, ["even", "odd"]):
+        held = set(scored.loc[scored["fold"] == name, "id"])
+        assert held and not held & fitted and "G00" in fitted
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        leave_group_out(rows, ["one"] * len(rows))
+
+
+def test_interval_bounds_of_a_validate_frame_use_the_model_or_the_legacy_table():
+    frame = _FRAME.head(50)
+    with_model = PROFILE.model_copy(update={"provenance": {"interval_model": MODEL}})
+    low, high = iv.interval_bounds(frame, with_model, CATALOG)
+    ratio_low, ratio_high = iv.ratio_bounds(MODEL, PROFILE, "train", _CONTEXT["architecture"].head(50).to_numpy())
+    expected = iv.bounds(frame["metric"], frame["predicted"], ratio_low, ratio_high)
+    assert low == pytest.approx(expected[0]) and high == pytest.approx(expected[1])
+    legacy = PROFILE.model_copy(update={"interval": {"train": (0.5, 2.0)}})
+    low, high = iv.interval_bounds(frame, legacy, CATALOG)
+    times = (frame["metric"] == "step_time_s").to_numpy()
+    assert low == pytest.approx(frame["predicted"].to_numpy() * 0.5)
+    assert high == pytest.approx(frame["predicted"].to_numpy() * 2.0)
+    assert times.any()
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 80), noise=st.floats(0.01, 1.0), seed=st.integers(0, 1000), known=st.booleans())
+def test_fitted_quantiles_are_monotone_and_spreads_positive_for_any_row_count(n, noise, seed, known):
+    frame, context = synthetic_cv(n=n, noise=noise, seed=seed)
+    profile = PROFILE if known else CalibrationProfile()  # with and without parameter uncertainty
+    model = iv.fit_interval_model(frame, profile, context)
+    z = np.asarray(model["kinds"]["train"]["z"])
+    assert np.all(np.diff(z) >= -1e-12) and z[0] < 0 < z[-1]
+    low, high = iv.ratio_bounds(model, profile, "train", ["Ampere", "Blackwell"], 0.8, num_gpus=8)
+    assert np.all(np.isfinite(low)) and np.all(low < high)
