@@ -15,11 +15,12 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
+from perfmodel.calibration.intervals import confidence, time_bounds
 from perfmodel.choice import choose_plans
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.profile import CalibrationProfile, default_profile, scale_by_ratio
+from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
 __all__ = ["Estimate", "estimate", "bottleneck_of"]
@@ -54,6 +55,10 @@ class Estimate(BaseModel):
         None, description="80 % prediction interval from the profile's cross-validated residuals: "
                           "step_time_low_s, step_time_high_s, samples_per_s_low, samples_per_s_high")
     assumptions: dict[str, Any] = Field(default_factory=dict)
+    confidence: dict[str, Any] | None = Field(
+        None, description="why the interval is as wide as it is: assumed inputs, steps that extrapolate "
+                          "beyond the measured rows, the rows of this kind and architecture and the model's "
+                          "error on them, and a one-line 'text' (perfmodel.calibration.intervals.confidence)")
     cost: dict[str, Any] | None = Field(
         None, description="price of the run per pricing when the hardware is a catalog instance "
                           "(perfmodel.cost.price_run): USD per hour of the whole cluster, cost_usd, spot terms")
@@ -120,12 +125,20 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         memory=memory,
         **base,
     )
-    bounds = profile.interval_ratio("train", cluster.gpu.architecture)
-    if bounds is not None:
-        low, high = scale_by_ratio("step_time_s", step, bounds)
+    context = {"architecture": cluster.gpu.architecture, "num_gpus": cluster.num_gpus,
+               "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
+               "assumed": {"fabric": True} if cluster.assumed else None}
+    low, high = (float(v) for v in time_bounds(profile, step, **context))
+    if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
-                                "samples_per_s_low": value["samples_per_s"] * bounds[0],
-                                "samples_per_s_high": value["samples_per_s"] * bounds[1]}
+                                "samples_per_s_low": value["samples_per_s"] * step / high,
+                                "samples_per_s_high": value["samples_per_s"] * step / low}
+    model = profile.provenance.get("interval_model")
+    if model is not None and "train" in model.get("kinds", {}):
+        estimate.confidence = confidence(
+            model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
+            model_params=workload.params, seq_len=workload.tokens_per_sample,
+            assumed={"fabric": "; ".join(cluster.assumed)} if cluster.assumed else None)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

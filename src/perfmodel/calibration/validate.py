@@ -66,7 +66,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
     if profile.interval:
         from perfmodel.calibration.intervals import interval_bounds
 
-        result["low"], result["high"] = interval_bounds(result, profile)
+        result["low"], result["high"] = interval_bounds(result, profile, measurements=measurements)
     return result[[c for c in RESULT_COLUMNS + ["low", "high"] if c in result]]
 
 

@@ -100,6 +100,8 @@ def print_estimate(result, advice: dict | None = None) -> None:
     if result.interval_80:
         print(f"80% interval     step time {format_quantity(result.interval_80['step_time_low_s'], 'time')}"
               f" .. {format_quantity(result.interval_80['step_time_high_s'], 'time')}")
+    if result.confidence:
+        print(textwrap.fill(f"confidence       {result.confidence['text']}", width=100, subsequent_indent=" " * 17))
     for line in cost_lines(result.cost):
         print(line)
 
