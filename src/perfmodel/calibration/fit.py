@@ -38,11 +38,13 @@ __all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_group
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
-     ("matmul_efficiency", "matmul_k_overhead", "memory_efficiency", "kernel_launch_overhead")),
+     ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost", "gemm_k_overhead",
+      "gemm_l2_bandwidth_gain", "gemm_memory_efficiency", "gemm_power_activity", "gemm_call_floor", "memory_efficiency",
+      "kernel_launch_overhead")),
     ("collective", ("collective",),
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
-    ("train", ("train", "gemm"),
+    ("train", ("train",),
      ("sustained_clock_fraction", "matmul_k_overhead", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
@@ -51,7 +53,8 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 # measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
 # parameter gets one value per group found in those rows only
 INFORMED_BY = {
-    "matmul_efficiency": ("gemm",), "matmul_k_overhead": ("gemm", "train"), "memory_efficiency": ("memcpy",),
+    "gemm_cuda_core_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",),
+    "matmul_k_overhead": ("train",), "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
 }
 
@@ -195,6 +198,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
     ``provenance`` (inputs, date, package version, per-stage residual summary).
     """
     import perfmodel
+    import perfmodel.calibration.predictors  # noqa: F401  (registers the models and their parameters)
 
     catalog = catalog or load_catalog()
     profile = profile or CalibrationProfile()

@@ -1,0 +1,201 @@
+"""Time of one GEMM call from the GPU's catalog entry: tiles, waves, split-k, L2, clocks, floor.
+
+A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
+
+- **tile configurations.** cuBLAS picks, per shape, one of a few thread-block tiles ``tm x tn``
+  and a split-k factor ``s`` (NVIDIA Matrix Multiplication Background User's Guide, "Tile
+  Quantization", "Wave Quantization"; CUTLASS "Efficient GEMM in CUDA", split-k).  Every
+  configuration of :data:`TILES` x :data:`SPLITS` is timed and the fastest wins.
+- **compute time** of a configuration: ``tiles = ceil(m/tm) ceil(n/tn) batch s`` thread blocks run
+  in waves of ``SMs x slots`` (``slots = max(1, 128^2 / (tm tn))`` small blocks share one SM);
+  each block does ``2 tm tn (k/s + k0)`` FLOP (``k0``: pipeline fill and epilogue, in elements
+  of k) at the SM's sustained rate times ``eta / (1 + c (1/tm + 1/tn))`` -- a block loads
+  ``(tm + tn)`` operand elements per ``tm tn`` FMAs, so small tiles pay more per FLOP
+  (CUTLASS "Efficient GEMM in CUDA", hierarchical tiling).
+- **memory time**: operands read once and the output written once (plus the split-k partial
+  sums), from L2 when the working set fits there: the hit share ``min(1, L2 / bytes)`` is served
+  ``l2_gain`` times faster than DRAM (benchmarks time a kernel repeatedly, so a small working set
+  is L2-resident).
+- **sustained clock under the power limit.**  The datasheet base clock is the clock a heavy
+  load holds at the board power limit (TDP).  Dynamic power grows about as f^3 (P ~ C V^2 f with
+  V roughly proportional to f in the DVFS range), so a kernel drawing the share ``a`` of that
+  worst-case power at equal clock holds ``f = min(boost, base a^(-1/3))``: a 70 W T4
+  (585/1590 MHz) or a 72 W L4 (795/2040 MHz) cannot hold its boost clock, a 250 W V100
+  (1245/1380 MHz) can.  ``a`` is one fitted number for all GPUs, not a knob per GPU model.
+  ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
+  hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
+- **per-call floor**: the time of one call is ``floor + kernel``: host dispatch (framework,
+  launch) and synchronisation as a benchmark loop measures it.
+
+All functions broadcast over numpy arrays: one call times 47,000 measured shapes or millions of
+planned ones (memory: ``len(TILES) x len(SPLITS)`` temporaries of the broadcast shape).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.hardware.specs import GPU
+from perfmodel.profile import CalibrationProfile, Parameter, register
+
+__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "gemm_kernel_time",
+           "gemm_call_time", "gemm_parameters", "gpu_time", "gemm_regime"]
+
+TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+"""Thread-block tiles (tm, tn) the kernel choice ranges over (CUTLASS/cuBLAS SGEMM and tensor-op
+tile shapes, NVIDIA Matrix Multiplication Background User's Guide, Table 'tile sizes')."""
+
+SPLITS = (1, 2, 4, 8, 16)
+"""Split-k factors (CUTLASS split-k serial/parallel reduction)."""
+
+REFERENCE_TILE_ELEMENTS = 128 * 128
+"""A block of this many outputs fills one SM; smaller blocks share an SM (``slots``)."""
+
+CUDA_CORE_DTYPES = ("fp32",)
+"""dtypes whose GEMMs run on CUDA cores (FP32 with TF32 off); the others on tensor cores."""
+
+ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+OUTPUT_BYTES = {**ELEMENT_BYTES, "fp8": 2.0}  # cuBLASLt FP8 GEMMs write a 16-bit D matrix
+
+register(
+    Parameter(
+        name="gemm_cuda_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
+        description="share of the sustained-clock FP32 CUDA-core peak that the inner loop of a large SGEMM "
+                    "tile reaches (before the tile-edge, wave and pipeline-fill costs)",
+        source="prior: cuBLAS SGEMM reaches about 80-90 % of the FP32 peak on large squares (kernel.csv "
+               "rows and NVIDIA Matrix Multiplication Background User's Guide, Fig. 'performance vs. "
+               "size'); fitted per architecture by calibrate on the NeuSight GEMM rows",
+        per="architecture"),
+    Parameter(
+        name="gemm_tensor_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
+        description="share of the sustained-clock tensor-core peak that the inner loop of a large tile reaches",
+        source="stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table): large bf16 "
+               "GEMMs reach 0.87 of the A100 peak (271.2 of 312 TFLOP/s) and 0.80 of the H100 SXM peak; "
+               "fitted per architecture by calibrate on kernel.csv",
+        per="architecture"),
+    Parameter(
+        name="gemm_tile_edge_cost", default=8.0, low=0.0, high=128.0, unit="elements",
+        description="operand-load cost of a thread-block tile: its inner-loop rate is "
+                    "eta / (1 + c (1/tm + 1/tn)), c in elements",
+        source="CUTLASS 'Efficient GEMM in CUDA': a tm x tn block loads (tm + tn) elements per k step for "
+               "tm tn FMAs; prior 8 (a 128x128 tile then loses 11 %), fitted by calibrate"),
+    Parameter(
+        name="gemm_k_overhead", default=64.0, low=0.0, high=2048.0, unit="elements of k",
+        description="fixed per-block cost (operand pipeline fill, epilogue) in elements of k",
+        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 2-4 stages of 8-32 deep k-tiles are "
+               "loaded before the first FMA; prior 64, fitted by calibrate"),
+    Parameter(
+        name="gemm_l2_bandwidth_gain", default=3.0, low=1.0, high=20.0, unit="x DRAM bandwidth",
+        description="how much faster the L2-resident share of a GEMM's operands is served than DRAM",
+        source="prior 3: A100 L2 read bandwidth about 5 TB/s (NVIDIA A100 Tensor Core GPU Architecture "
+               "whitepaper: 2.3x V100's L2 bandwidth) against 1.555 TB/s HBM2; fitted by calibrate"),
+    Parameter(
+        name="gemm_memory_efficiency", default=0.8, low=0.2, high=1.0, unit="fraction of DRAM bandwidth",
+        description="share of the datasheet DRAM bandwidth a memory-bound GEMM reaches",
+        source="prior 0.8: device copies reach 0.75-0.82 of the datasheet bandwidth (chsasank/device-benchmarks "
+               "README.md @ 7ccc883, the memory_efficiency source); fitted by calibrate on the GEMM rows"),
+    Parameter(
+        name="gemm_power_activity", default=0.2, low=0.01, high=1.0, unit="fraction of worst-case power",
+        description="power a dense GEMM draws as a share of the load the base clock is rated for; sustained "
+                    "clock = min(boost, base x a^(-1/3))",
+        source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
+               "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
+               "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),
+    Parameter(
+        name="gemm_call_floor", default=3e-5, low=1e-6, high=2e-4, unit="s",
+        description="time of one timed framework GEMM call besides the kernel: host dispatch, launch and "
+                    "the benchmark's synchronisation (time = floor + kernel)",
+        source="sitar-lab/NeuSight training split: the smallest nn.Linear/bmm calls take 34-56 us on every "
+               "GPU measured; prior 30 us, fitted by calibrate on the GEMM rows"),
+)
+
+
+def sustained_clock_ratio(base_hz, boost_hz, power_activity):
+    """Sustained clock / boost clock under the power limit: min(1, (base/boost) a^(-1/3)).
+
+    The base clock is rated at TDP under a heavy load; dynamic power ~ f^3, so a load drawing the
+    share ``a`` of that power at equal clock holds base x a^(-1/3) (capped at boost).  NaN base
+    (unknown) gives 1 (assumed to hold boost).  Broadcasts.
+    """
+    ratio = np.divide(base_hz, boost_hz) * np.power(power_activity, -1.0 / 3.0)
+    return np.where(np.isnan(ratio), 1.0, np.minimum(1.0, ratio))
+
+
+def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, input_bytes, output_bytes,
+                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, return_config=False):
+    """Seconds of the fastest tile/split-k configuration for ``batch`` GEMMs (m x k) @ (k x n).
+
+    ``peak_flops`` is the rate at the sustained clock.  All arguments broadcast (shapes of rows,
+    GPUs or plans).  With ``return_config`` also the (compute, memory) seconds of the winner.
+    """
+    m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
+    shape = np.broadcast_shapes(m.shape, n.shape, k.shape, batch.shape, np.shape(peak_flops),
+                                np.shape(sm_count), np.shape(bandwidth), np.shape(l2_bytes))
+    best = np.full(shape, np.inf)
+    best_compute = np.zeros(shape)
+    best_memory = np.zeros(shape)
+    per_sm = np.divide(peak_flops, sm_count)
+    bandwidth = np.multiply(bandwidth, memory_efficiency)
+    operands = (m * k + k * n) * input_bytes
+    for tm, tn in TILES:
+        slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn))
+        rate = per_sm * efficiency / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn))
+        blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch
+        for split in SPLITS:
+            k_split = np.ceil(k / split)
+            waves = np.ceil(blocks * split / (np.multiply(sm_count, slots)))
+            compute = waves * slots * 2.0 * tm * tn * (k_split + k_overhead) / rate
+            outputs = m * n * output_bytes * (1.0 if split == 1 else 1.0 + 2.0 * split)
+            moved = batch * (operands + outputs)
+            hit = np.minimum(1.0, np.divide(l2_bytes, moved))
+            memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
+            time = np.maximum(compute, memory)
+            better = time < best
+            best = np.where(better, time, best)
+            if return_config:
+                best_compute = np.where(better, compute, best_compute)
+                best_memory = np.where(better, memory, best_memory)
+    return (best, best_compute, best_memory) if return_config else best
+
+
+def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
+    """The GPU's catalog numbers and the profile's parameters for a ``dtype`` GEMM, as the keyword
+    arguments of :func:`gemm_call_time` (sustained-clock peak, SMs, bandwidth, L2, bytes, etas)."""
+    if dtype not in ELEMENT_BYTES:
+        raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(ELEMENT_BYTES)}")
+    if gpu.sm_count is None:
+        raise ValueError(f"gpu {gpu.name}: the GEMM model needs sm_count, which the catalog has as null")
+    group = gpu.architecture
+    clock = sustained_clock_ratio(np.nan if gpu.base_clock_hz is None else gpu.base_clock_hz,
+                                  np.nan if gpu.boost_clock_hz is None else gpu.boost_clock_hz,
+                                  profile.get("gemm_power_activity"))
+    kind = "gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES else "gemm_tensor_core_efficiency"
+    return {
+        "peak_flops": gpu.peak(dtype) * float(clock), "sm_count": float(gpu.sm_count),
+        "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
+        "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": OUTPUT_BYTES[dtype],
+        "efficiency": profile.get(kind, group), "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
+        "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
+        "memory_efficiency": profile.get("gemm_memory_efficiency"),
+    }
+
+
+def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, **kernel):
+    """Seconds of one call: ``floor_s + gemm_kernel_time(...)`` (keyword arguments as
+    :func:`gemm_parameters` returns them)."""
+    return np.add(floor_s, gemm_kernel_time(m, n, k, batch, **kernel))
+
+
+def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True):
+    """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters."""
+    floor = profile.get("gemm_call_floor") if include_floor else 0.0
+    return gemm_call_time(m, n, k, batch, floor_s=floor, **gemm_parameters(gpu, dtype, profile))
+
+
+def gemm_regime(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, floor_s: float):
+    """(kernel seconds, bound) per GEMM: ``bound`` is ``"launch"`` when ``floor_s`` exceeds the kernel,
+    else ``"memory"`` or ``"compute"`` after which term of the winning configuration is larger."""
+    kernel, compute, memory = gemm_kernel_time(m, n, k, batch, **gemm_parameters(gpu, dtype, profile),
+                                               return_config=True)
+    bound = np.where(np.asarray(floor_s) > kernel, "launch", np.where(memory > compute, "memory", "compute"))
+    return kernel, bound
