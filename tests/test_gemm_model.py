@@ -53,12 +53,15 @@ def test_time_never_decreases_with_a_dimension(m, n, k, batch, which, extra):
 
 
 @settings(max_examples=100, deadline=None)
-@given(dims, dims, dims, batches, st.floats(1e-6, 1e-4))
-def test_the_floor_holds(m, n, k, batch, floor_s):
+@given(dims, dims, dims, batches, st.floats(1e-6, 1e-4), st.floats(1.0, 16.0))
+def test_the_floor_holds(m, n, k, batch, floor_s, overlap):
     parameters = gemm.gemm_parameters(CATALOG.gpu("T4"), "fp32", PROFILE)
-    time_s = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, **parameters)
-    assert time_s > floor_s
-    assert time_s == pytest.approx(floor_s + gemm.gemm_kernel_time(m, n, k, batch, **parameters), rel=1e-12)
+    kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
+    time_s = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap, **parameters)
+    # between full overlap (max) and none (sum)
+    assert max(floor_s, kernel_s) * (1 - 1e-12) <= time_s <= (floor_s + kernel_s) * (1 + 1e-12)
+    assert gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=1.0, **parameters) == pytest.approx(
+        floor_s + kernel_s, rel=1e-12)
 
 
 def test_the_kernel_never_beats_the_roofline():

@@ -24,8 +24,10 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   (1245/1380 MHz) can.  ``a`` is one fitted number for all GPUs, not a knob per GPU model.
   ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
   hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
-- **per-call floor**: the time of one call is ``floor + kernel``: host dispatch (framework,
-  launch) and synchronisation as a benchmark loop measures it.
+- **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call.  The
+  host dispatches the next call while the GPU runs the last one, so the two overlap partly: one
+  call takes ``(floor^p + kernel^p)^(1/p)`` -- ``p = 1`` no overlap (sum), large ``p`` full
+  overlap (max); ``p`` is fitted.
 
 All functions broadcast over numpy arrays: one call times 47,000 measured shapes or millions of
 planned ones (memory: ``len(TILES) x len(SPLITS)`` temporaries of the broadcast shape).
@@ -101,6 +103,13 @@ register(
         source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
                "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
                "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),
+    Parameter(
+        name="gemm_floor_overlap", default=2.0, low=1.0, high=16.0, unit="exponent",
+        description="overlap of the per-call floor with the kernel: call = (floor^p + kernel^p)^(1/p); "
+                    "1 = sum (no overlap), large = max (full overlap)",
+        source="prior 2 between the two limits: a synchronised single call (sum) and an asynchronous "
+               "benchmark loop, where the host enqueues the next call during the kernel (max); fitted "
+               "by calibrate on the GEMM rows"),
     Parameter(
         name="gemm_call_floor", default=3e-5, low=1e-6, high=2e-4, unit="s",
         description="time of one timed framework GEMM call besides the kernel: host dispatch, launch and "
@@ -180,16 +189,19 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
     }
 
 
-def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, **kernel):
-    """Seconds of one call: ``floor_s + gemm_kernel_time(...)`` (keyword arguments as
-    :func:`gemm_parameters` returns them)."""
-    return np.add(floor_s, gemm_kernel_time(m, n, k, batch, **kernel))
+def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, **kernel):
+    """Seconds of one call: ``(floor_s^p + kernel^p)^(1/p)`` with ``p = overlap`` >= 1 and the
+    kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns)."""
+    kernel_s = gemm_kernel_time(m, n, k, batch, **kernel)
+    return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
 
 
 def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True):
-    """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters."""
+    """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters;
+    ``include_floor=False``: the kernel alone."""
     floor = profile.get("gemm_call_floor") if include_floor else 0.0
-    return gemm_call_time(m, n, k, batch, floor_s=floor, **gemm_parameters(gpu, dtype, profile))
+    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
+                          **gemm_parameters(gpu, dtype, profile))
 
 
 def gemm_regime(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, floor_s: float):
