@@ -10,13 +10,13 @@ one value per GPU architecture in the rows, a ``link_kind`` parameter one per li
 runs in stages, each on the rows that identify its parameters, the later stages holding the
 earlier values fixed:
 
-1. ``kernel``: GEMM and copy micro-benchmarks fix the matmul and memory efficiencies;
+1. ``kernel``: GEMM and copy micro-benchmarks fix the GEMM kernel model (perfmodel.models.gemm:
+   efficiencies per architecture, tile-edge and pipeline-fill costs, L2 gain, power activity,
+   per-call floor) and the memory efficiencies;
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
-   overhead, the clock a whole step sustains) and refit the small-GEMM penalty
-   (``matmul_k_overhead``) together with the GEMM rows, which keep it tied to what a GEMM alone
-   shows.
+   overhead, the clock a whole step sustains, the host's per-kernel dispatch time).
 
 Architectures with no rows of their own take the geometric mean of the fitted ones
 (:func:`pool_groups`).  Uncertainty: one standard error per value from the Jacobian at the solution,
@@ -45,7 +45,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
     ("train", ("train",),
-     ("sustained_clock_fraction", "matmul_k_overhead", "attention_efficiency", "conv_efficiency",
+     ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
@@ -54,7 +54,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 # parameter gets one value per group found in those rows only
 INFORMED_BY = {
     "gemm_cuda_core_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",),
-    "matmul_k_overhead": ("train",), "memory_efficiency": ("memcpy",),
+    "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
 }
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.hardware.specs import GPU
+from perfmodel.models import gemm
 from perfmodel.profile import CalibrationProfile, Parameter, register
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
-    "TRAIN_PRECISIONS", "roofline_time", "wave_quantization", "tile_padding", "matmul_efficiency",
-    "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
+    "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
     "op_peaks", "op_times", "memory_bound", "roofline_points",
 ]
 
@@ -40,39 +40,20 @@ _KERNEL_CSV = "stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MA
 
 register(
     Parameter(
-        name="matmul_efficiency", default=0.83, low=0.3, high=1.0, unit="fraction of dense peak",
-        description="fraction of the dense tensor (or FP32) peak a large, well-shaped GEMM reaches",
-        source=f"{_KERNEL_CSV}: large GEMMs reach 0.87 of peak on A100 (bf16 1024x10240x5120, 271.2 of "
-               "312 TFLOP/s) and 0.68-0.80 on H100 SXM (bf16 2048x2048x13312 794.5, fp16 4096^3 760.0, "
-               "bf16 10240^3 719.7 of 989.5); 0.83 is the value that puts both A100 and H100 large "
-               "bf16 GEMMs within 10 % once wave quantization is applied",
-        per="architecture"),
-    Parameter(
-        name="matmul_tile", default=128.0, low=32.0, high=256.0, unit="elements",
-        description="edge of the square output tile one SM computes (tile and wave quantization)",
-        source="NVIDIA Matrix Multiplication Background User's Guide (tile quantization examples use "
-               "128x128 and 256x128 tiles); CUTLASS default tensor-op threadblock tile 128x128",
-        per="architecture"),
-    Parameter(
-        name="matmul_k_overhead", default=128.0, low=0.0, high=2048.0, unit="elements of k",
-        description="fixed per-tile cost (filling the multi-stage operand pipeline, epilogue) in units "
-                    "of the reduction dimension: efficiency factor k / (k + k0)",
-        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 3-4 shared-memory stages of a "
-               "32-64 deep k-tile are filled before the first MMA, about 128 elements of k",
-        per="architecture"),
-    Parameter(
-        name="attention_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak a fused (flash) attention kernel reaches",
+        name="attention_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
+        description="rate of a fused (flash) attention kernel relative to a cuBLAS GEMM of its shape "
+                    "(perfmodel.models.gemm)",
         source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
-               "peak (forward and backward); 0.6 is the middle of that range",
+               "peak (forward and backward), against about 0.87 for large cuBLAS GEMMs (stas00/ml-engineering "
+               "MAMF table); 0.7 = 0.6 / 0.87 rounded",
         per="architecture"),
     Parameter(
-        name="conv_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak an implicit-GEMM convolution reaches",
-        source="prior, not a measurement: set to the FlashAttention-2 middle value (0.6) below "
-               "matmul_efficiency because cuDNN implicit GEMM pays for im2col address math and small "
-               "channel counts (NVIDIA Convolutional Layers User's Guide); fitted by calibrate on "
-               "CNN training rows",
+        name="conv_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
+        description="rate of an implicit-GEMM convolution relative to a cuBLAS GEMM of its shape "
+                    "(perfmodel.models.gemm)",
+        source="prior, not a measurement: the attention prior (0.7), since cuDNN implicit GEMM pays for "
+               "im2col address math and small channel counts (NVIDIA Convolutional Layers User's Guide); "
+               "fitted by calibrate on CNN training rows",
         per="architecture"),
     Parameter(
         name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
@@ -103,6 +84,14 @@ register(
         source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
+    Parameter(
+        name="host_dispatch_time", default=5e-6, low=0.0, high=1e-4, unit="s",
+        description="host (framework) time to dispatch one kernel; a kernel shorter than this leaves the GPU "
+                    "waiting, so each op takes at least this long (a step of many short kernels is host-bound)",
+        source="ASSUMPTION, prior 5 us: PyTorch eager dispatch plus cudaLaunchKernel; the NeuSight training "
+               "split's smallest timed nn.Linear calls (34-56 us, synchronised) bound it from above and "
+               "A. Gray, 'Getting Started with CUDA Graphs' (NVIDIA blog, 2019) puts the bare launch at a few "
+               "us; fitted by calibrate on training rows"),
 )
 
 
@@ -116,43 +105,6 @@ def roofline_time(flops, bytes, peak_flops, bandwidth, compute_efficiency, memor
     compute = np.divide(flops, np.multiply(peak_flops, compute_efficiency))
     memory = np.divide(bytes, np.multiply(bandwidth, memory_efficiency))
     return np.maximum(compute, memory) + launch_overhead
-
-
-def wave_quantization(m, n, sm_count, tile_m, tile_n, batch=1):
-    """Share of the launched SM slots doing work: tiles / (ceil(tiles / SMs) x SMs).
-
-    ``tiles = ceil(m / tile_m) x ceil(n / tile_n) x batch``; the last wave of tiles leaves SMs idle
-    (NVIDIA Matrix Multiplication Background User's Guide, "Wave Quantization").  In (0, 1].
-    """
-    tiles = np.ceil(np.divide(m, tile_m)) * np.ceil(np.divide(n, tile_n)) * batch
-    return tiles / (np.ceil(tiles / sm_count) * sm_count)
-
-
-def tile_padding(size, tile):
-    """Share of a tiled dimension that is real work: size / (ceil(size / tile) x tile).
-
-    NVIDIA Matrix Multiplication Background User's Guide, "Tile Quantization".  In (0, 1].
-    """
-    return np.divide(size, np.ceil(np.divide(size, tile)) * tile)
-
-
-def matmul_efficiency(m, n, k, sm_count, eta_max, tile=128.0, k_overhead=128.0, batch=1):
-    """Fraction of peak a GEMM (m x k) @ (k x n), ``batch`` times, reaches; in (0, eta_max].
-
-    eta = eta_max x wave_quantization x tile_padding(m) x tile_padding(n) x k / (k + k0):
-    wave and tile quantization as in NVIDIA's Matrix Multiplication Background User's Guide; the
-    last factor charges a fixed per-tile prologue/epilogue cost of ``k_overhead`` elements of k.
-    ``sm_count=None`` (unknown) skips wave quantization.
-    """
-    for field, value in (("m", m), ("n", n), ("k", k), ("batch", batch)):
-        bad = np.asarray(value)[np.asarray(value) <= 0]
-        if bad.size:
-            raise ValueError(f"matmul_efficiency: {field} must be positive, got {bad.flat[0]!r}")
-    eta = np.multiply(eta_max, tile_padding(m, tile) * tile_padding(n, tile))
-    eta = eta * np.divide(k, np.add(k, k_overhead))
-    if sm_count is not None:
-        eta = eta * wave_quantization(m, n, sm_count, tile, tile, batch)
-    return eta
 
 
 def attained_flops(flops, time):
@@ -210,33 +162,39 @@ def op_peaks(kinds, gpu: GPU, precision: str) -> np.ndarray:
                     np.where(np.isin(kinds, TENSOR_KINDS), other_tensor, cuda_cores))
 
 
-def _efficiencies(table: OpTable, gpu: GPU, profile: CalibrationProfile) -> np.ndarray:
-    """eta_compute per op: the kind's eta times GEMM shape effects (1 for CUDA-core ops).
+def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: CalibrationProfile) -> np.ndarray:
+    """eta_compute per op against ``peak``: GEMM-like ops by the GEMM kernel model, 1 for others.
 
-    Flash attention (Dao 2023, FlashAttention-2 Sec. 3.2) runs one thread block per block of
-    queries, head and sample and loops over all keys inside it, so only its ``ceil(m / tile) x
-    batch`` blocks are wave-quantized; ``attention_efficiency`` covers the rest.
+    A matmul, convolution (implicit GEMM) or attention op with a shape gets the share of ``peak``
+    that :func:`perfmodel.models.gemm.gemm_kernel_time` reaches on ``batch_gemms`` GEMMs of its
+    ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
+    attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM.  Flash
+    attention (Dao 2023) is timed as a GEMM of its shape: that its blocks tile only the queries is
+    not modelled.  A GEMM-like op without a shape gets the large-tile rate.  Other ops: 1.
     """
     group = gpu.architecture
     kind = table.per_op("kind")
-    eta_max = np.select(
-        [kind == "matmul", kind == "conv", kind == "attention"],
-        [profile.get("matmul_efficiency", group), profile.get("conv_efficiency", group),
-         profile.get("attention_efficiency", group)], 1.0)
-    shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & np.isin(kind, TENSOR_KINDS)
+    factor = np.select([kind == "conv", kind == "attention"],
+                       [profile.get("conv_efficiency", group), profile.get("attention_efficiency", group)], 1.0)
+    tensor = np.isin(kind, TENSOR_KINDS)
+    shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
     m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
-    tile, k_overhead = profile.get("matmul_tile", group), profile.get("matmul_k_overhead", group)
-    attention = kind == "attention"
-    eta = matmul_efficiency(m, np.where(attention, tile, n), k, gpu.sm_count, eta_max, tile,
-                            np.where(attention, 0.0, k_overhead), batch=batch)
-    return np.where(shaped, eta, eta_max)
+    # with fp8 only matmuls read fp8 operands; conv and attention run in bf16 (op_peaks)
+    parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile)
+    parameters["input_bytes"] = np.where(kind == "matmul", ELEMENT_BYTES[precision], parameters["input_bytes"])
+    clock = gemm.clock_ratio(gpu, profile)
+    parameters["peak_flops"] = peak * clock
+    kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
+    shape_eta = gemm_flops(m, n, k, batch) / (kernel_s * peak)
+    large_tile = parameters["efficiency"] * clock
+    return np.where(shaped, shape_eta * factor, np.where(tensor, large_tile * factor, 1.0))
 
 
 def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
     """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time."""
     group = gpu.architecture
     peak = np.where(table.per_op("fp32"), gpu.peak("fp32"), op_peaks(table.per_op("kind"), gpu, precision))
-    eta_c = _efficiencies(table, gpu, profile)
+    eta_c = _efficiencies(table, gpu, precision, peak, profile)
     return (peak, gpu.memory_bandwidth, eta_c, profile.get("memory_efficiency", group),
             profile.get("kernel_launch_overhead"))
 
@@ -245,21 +203,24 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
              sustained: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
-    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops use
-    :func:`matmul_efficiency` with the eta of their kind (matmul/conv/attention), other ops an
-    eta_compute of 1 (they are memory-bound).  Ops marked ``fp32`` (norms, softmax, loss under
-    AMP) run at the FP32 peak.  Backward uses ``table.backward_flops()``/``backward_bytes()`` with
-    the same efficiencies and one kernel launch per op and pass.  Element-wise ops move only the
-    unfused share ``1 - elementwise_fusion`` of their bytes.  ``sustained`` scales the compute
-    peaks (a whole training step holds a lower clock than an isolated kernel; see the
+    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
+    (matmul/conv/attention) at the efficiency the GEMM kernel model gives their shape
+    (:func:`_efficiencies`), other ops an eta_compute of 1 (they are memory-bound).  Ops marked
+    ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
+    ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
+    and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
+    bytes.  Every kernel takes at least ``host_dispatch_time``: the host dispatches kernels one by
+    one, so a kernel shorter than that leaves the GPU waiting (launch-bound).  ``sustained`` scales
+    the compute peaks (a whole training step holds a lower clock than an isolated kernel; see the
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.
     """
     peak, *rest = _roofline_inputs(table, gpu, precision, profile)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
-    return (roofline_time(table.flops, table.bytes * unfused, *inputs),
-            roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
+    host = profile.get("host_dispatch_time")
+    return (np.maximum(roofline_time(table.flops, table.bytes * unfused, *inputs), host),
+            np.maximum(roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs), host))
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
@@ -275,8 +236,9 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
-    ``attained_flops`` (FLOP/s, launch overhead included), ``time_s``, ``bound``
-    (``"compute"`` or ``"memory"``: which roofline term is larger).
+    ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
+    (attained / the op's dense peak), ``time_s``, ``bound`` (``"launch"`` when the host dispatch time
+    exceeds the kernel, else ``"compute"`` or ``"memory"``: which roofline term is larger).
     """
     import pandas as pd
 
@@ -284,7 +246,9 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision)
     peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
-    time = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
+    kernel = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
+    host = profile.get("host_dispatch_time")
+    time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
     return pd.DataFrame({
@@ -294,6 +258,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         "bytes": table.bytes,
         "intensity": arithmetic_intensity(table.flops, table.bytes),
         "attained_flops": attained_flops(table.flops, time),
+        "efficiency": attained_flops(table.flops, time) / peak,
         "time_s": time,
-        "bound": np.where(compute >= memory, "compute", "memory"),
+        "bound": np.where(host > kernel, "launch", np.where(compute >= memory, "compute", "memory")),
     })

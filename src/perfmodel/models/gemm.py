@@ -40,7 +40,7 @@ import numpy as np
 from perfmodel.hardware.specs import GPU
 from perfmodel.profile import CalibrationProfile, Parameter, register
 
-__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "gemm_kernel_time",
+__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
            "gemm_call_time", "gemm_parameters", "gpu_time", "gemm_regime"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
@@ -167,6 +167,14 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
     return (best, best_compute, best_memory) if return_config else best
 
 
+def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
+    """The GPU's sustained / boost clock under a dense GEMM (:func:`sustained_clock_ratio` with the
+    catalog's clocks; a missing clock counts as holding boost)."""
+    return float(sustained_clock_ratio(np.nan if gpu.base_clock_hz is None else gpu.base_clock_hz,
+                                       np.nan if gpu.boost_clock_hz is None else gpu.boost_clock_hz,
+                                       profile.get("gemm_power_activity")))
+
+
 def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
     """The GPU's catalog numbers and the profile's parameters for a ``dtype`` GEMM, as the keyword
     arguments of :func:`gemm_call_time` (sustained-clock peak, SMs, bandwidth, L2, bytes, etas)."""
@@ -175,12 +183,10 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
     if gpu.sm_count is None:
         raise ValueError(f"gpu {gpu.name}: the GEMM model needs sm_count, which the catalog has as null")
     group = gpu.architecture
-    clock = sustained_clock_ratio(np.nan if gpu.base_clock_hz is None else gpu.base_clock_hz,
-                                  np.nan if gpu.boost_clock_hz is None else gpu.boost_clock_hz,
-                                  profile.get("gemm_power_activity"))
+    clock = clock_ratio(gpu, profile)
     kind = "gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES else "gemm_tensor_core_efficiency"
     return {
-        "peak_flops": gpu.peak(dtype) * float(clock), "sm_count": float(gpu.sm_count),
+        "peak_flops": gpu.peak(dtype) * clock, "sm_count": float(gpu.sm_count),
         "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
         "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": OUTPUT_BYTES[dtype],
         "efficiency": profile.get(kind, group), "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
