@@ -38,7 +38,7 @@ __all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_group
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
-     ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost", "gemm_k_overhead",
+     ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost", "gemm_small_tile_sharing", "gemm_k_overhead",
       "gemm_l2_bandwidth_gain", "gemm_memory_efficiency", "gemm_power_activity", "gemm_call_floor", "gemm_floor_overlap", "memory_efficiency",
       "kernel_launch_overhead")),
     ("collective", ("collective",),

@@ -7,7 +7,9 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   Quantization", "Wave Quantization"; CUTLASS "Efficient GEMM in CUDA", split-k).  Every
   configuration of :data:`TILES` x :data:`SPLITS` is timed and the fastest wins.
 - **compute time** of a configuration: ``tiles = ceil(m/tm) ceil(n/tn) batch s`` thread blocks run
-  in waves of ``SMs x slots`` (``slots = max(1, 128^2 / (tm tn))`` small blocks share one SM);
+  in waves of ``SMs x slots``: ``slots = max(1, 128^2 / (tm tn))^g`` small blocks share one SM,
+  each at 1/slots of its rate (``g = 1``: a small block alone cannot fill an SM; ``g = 0``: it
+  can; ``g`` fitted);
   each block does ``2 tm tn (k/s + k0)`` FLOP (``k0``: pipeline fill and epilogue, in elements
   of k) at the SM's sustained rate times ``eta / (1 + c (1/tm + 1/tn))`` -- a block loads
   ``(tm + tn)`` operand elements per ``tm tn`` FMAs, so small tiles pay more per FLOP
@@ -27,7 +29,9 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
 - **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call.  The
   host dispatches the next call while the GPU runs the last one, so the two overlap partly: one
   call takes ``(floor^p + kernel^p)^(1/p)`` -- ``p = 1`` no overlap (sum), large ``p`` full
-  overlap (max); ``p`` is fitted.
+  overlap (max); ``p`` is fitted.  Known miss: how much the floor overlaps depends on how the
+  calls were timed (a synchronised single call vs a loop of asynchronous calls), which a GEMM's
+  description does not say; one ``p`` serves both.
 
 All functions broadcast over numpy arrays: one call times 47,000 measured shapes or millions of
 planned ones (memory: ``len(TILES) x len(SPLITS)`` temporaries of the broadcast shape).
@@ -82,6 +86,13 @@ register(
         source="CUTLASS 'Efficient GEMM in CUDA': a tm x tn block loads (tm + tn) elements per k step for "
                "tm tn FMAs; prior 8 (a 128x128 tile then loses 11 %), fitted by calibrate"),
     Parameter(
+        name="gemm_small_tile_sharing", default=0.5, low=0.0, high=1.0, unit="exponent",
+        description="how many small thread blocks share one SM: slots = (128^2 / (tm tn))^g, each block at "
+                    "1/slots of the SM's rate; 1 = a small block alone uses only its share of the SM",
+        source="prior 0.5 between the limits: a 32x32 block has 2-4 warps, too few to hide the FMA and "
+               "shared-memory latency of a whole SM (CUDA C++ Best Practices Guide, 'Occupancy'), yet more "
+               "than 1/16 of its rate; fitted by calibrate on the GEMM rows"),
+    Parameter(
         name="gemm_k_overhead", default=64.0, low=0.0, high=2048.0, unit="elements of k",
         description="fixed per-block cost (operand pipeline fill, epilogue) in elements of k",
         source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 2-4 stages of 8-32 deep k-tiles are "
@@ -131,7 +142,8 @@ def sustained_clock_ratio(base_hz, boost_hz, power_activity):
 
 
 def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, input_bytes, output_bytes,
-                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, return_config=False):
+                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0,
+                     return_config=False):
     """Seconds of the fastest tile/split-k configuration for ``batch`` GEMMs (m x k) @ (k x n).
 
     ``peak_flops`` is the rate at the sustained clock.  All arguments broadcast (shapes of rows,
@@ -147,7 +159,7 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
     bandwidth = np.multiply(bandwidth, memory_efficiency)
     operands = (m * k + k * n) * input_bytes
     for tm, tn in TILES:
-        slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn))
+        slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn)) ** small_tile_sharing
         rate = per_sm * efficiency / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn))
         blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch
         for split in SPLITS:
@@ -191,6 +203,7 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
         "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": OUTPUT_BYTES[dtype],
         "efficiency": profile.get(kind, group), "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
         "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
+        "small_tile_sharing": profile.get("gemm_small_tile_sharing"),
         "memory_efficiency": profile.get("gemm_memory_efficiency"),
     }
 

@@ -59,18 +59,16 @@ def _gemm_group(rows: pd.DataFrame, gpu_name: str, dtype: str, catalog: Catalog,
         raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(compute.TRAIN_PRECISIONS)}")
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     batch = rows["batch"].fillna(1.0).to_numpy(dtype=float) if "batch" in rows else np.ones(len(rows))
-    call_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile)
-    kernel_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile, include_floor=False)
+    time_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile)
     flops = compute.gemm_flops(m, n, k, batch)
-    return np.where(rows["metric"].to_numpy() == "tflops", flops / kernel_s / 1e12, call_s * 1e6)
+    return np.where(rows["metric"].to_numpy() == "tflops", flops / time_s / 1e12, time_s * 1e6)
 
 
 @register_predictor("gemm")
 def predict_gemm(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
-    """TFLOP/s or microseconds of each GEMM row, by :func:`perfmodel.models.gemm.gpu_time`, one
-    vectorized call per (gpu, dtype).  Following the measurement spec, ``time_us`` is the whole call
-    (``batch`` GEMMs and the per-call floor) and ``tflops`` the kernel's rate, 2 mnk batch / kernel
-    time (benchmarks that report TFLOP/s time back-to-back kernels, where the host work overlaps)."""
+    """TFLOP/s (2 mnk batch / call time / 1e12) or microseconds of each GEMM row: the whole call
+    (``batch`` GEMMs and the per-call floor, measurement spec), by
+    :func:`perfmodel.models.gemm.gpu_time`, one vectorized call per (gpu, dtype)."""
     out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
     out["reason"] = out["reason"].astype(object)
     shape = rows[[c for c in ("m", "n", "k", "batch") if c in rows]].apply(pd.to_numeric, errors="coerce")
