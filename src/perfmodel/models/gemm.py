@@ -34,7 +34,8 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   description does not say; one ``p`` serves both.
 
 All functions broadcast over numpy arrays: one call times 47,000 measured shapes or millions of
-planned ones (memory: ``len(TILES) x len(SPLITS)`` temporaries of the broadcast shape).
+planned ones (the configurations are looped over, a few temporaries of the broadcast shape at a
+time; cost ~ ``len(TILES) x len(SPLITS)`` vectorized passes).
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ from perfmodel.hardware.specs import GPU
 from perfmodel.profile import CalibrationProfile, Parameter, register
 
 __all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
-           "gemm_call_time", "gemm_parameters", "gpu_time", "gemm_regime"]
+           "gemm_call_time", "gemm_parameters", "gpu_time"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
-"""Thread-block tiles (tm, tn) the kernel choice ranges over (CUTLASS/cuBLAS SGEMM and tensor-op
-tile shapes, NVIDIA Matrix Multiplication Background User's Guide, Table 'tile sizes')."""
+"""Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
+NVIDIA's Matrix Multiplication Background User's Guide ("Tile Quantization") and the smaller
+CUTLASS SGEMM threadblock shapes down to 32x32."""
 
 SPLITS = (1, 2, 4, 8, 16)
 """Split-k factors (CUTLASS split-k serial/parallel reduction)."""
@@ -142,19 +144,16 @@ def sustained_clock_ratio(base_hz, boost_hz, power_activity):
 
 
 def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, input_bytes, output_bytes,
-                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0,
-                     return_config=False):
+                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0):
     """Seconds of the fastest tile/split-k configuration for ``batch`` GEMMs (m x k) @ (k x n).
 
     ``peak_flops`` is the rate at the sustained clock.  All arguments broadcast (shapes of rows,
-    GPUs or plans).  With ``return_config`` also the (compute, memory) seconds of the winner.
+    GPUs or plans).
     """
     m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
     shape = np.broadcast_shapes(m.shape, n.shape, k.shape, batch.shape, np.shape(peak_flops),
                                 np.shape(sm_count), np.shape(bandwidth), np.shape(l2_bytes))
     best = np.full(shape, np.inf)
-    best_compute = np.zeros(shape)
-    best_memory = np.zeros(shape)
     per_sm = np.divide(peak_flops, sm_count)
     bandwidth = np.multiply(bandwidth, memory_efficiency)
     operands = (m * k + k * n) * input_bytes
@@ -170,13 +169,8 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
             moved = batch * (operands + outputs)
             hit = np.minimum(1.0, np.divide(l2_bytes, moved))
             memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
-            time = np.maximum(compute, memory)
-            better = time < best
-            best = np.where(better, time, best)
-            if return_config:
-                best_compute = np.where(better, compute, best_compute)
-                best_memory = np.where(better, memory, best_memory)
-    return (best, best_compute, best_memory) if return_config else best
+            best = np.minimum(best, np.maximum(compute, memory))
+    return best
 
 
 def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
@@ -221,12 +215,3 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
     floor = profile.get("gemm_call_floor") if include_floor else 0.0
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
                           **gemm_parameters(gpu, dtype, profile))
-
-
-def gemm_regime(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, floor_s: float):
-    """(kernel seconds, bound) per GEMM: ``bound`` is ``"launch"`` when ``floor_s`` exceeds the kernel,
-    else ``"memory"`` or ``"compute"`` after which term of the winning configuration is larger."""
-    kernel, compute, memory = gemm_kernel_time(m, n, k, batch, **gemm_parameters(gpu, dtype, profile),
-                                               return_config=True)
-    bound = np.where(np.asarray(floor_s) > kernel, "launch", np.where(memory > compute, "memory", "compute"))
-    return kernel, bound
