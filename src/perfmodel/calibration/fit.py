@@ -119,6 +119,8 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float]) -> None
     by_name: dict[str, list[float]] = {}
     for key, value in values.items():
         name, group = split_key(key)
+        if name not in PARAMETERS:  # a value of a parameter no model registers (an old profile)
+            continue
         if group is not None and not PARAMETERS[name].group_defaults and value > 0:
             by_name.setdefault(name, []).append(value)
     for name, group_values in by_name.items():
