@@ -37,17 +37,17 @@ def synthetic_gemm_rows(truth: CalibrationProfile, noise: float, seed: int) -> p
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(efficiency=st.floats(0.45, 0.95), seed=st.integers(0, 10_000))
 def test_calibration_recovers_known_parameters_within_their_uncertainty(efficiency, seed):
-    truth = CalibrationProfile(values={"matmul_efficiency[Hopper]": efficiency})
+    truth = CalibrationProfile(values={"gemm_tensor_core_efficiency[Hopper]": efficiency})
     rows = synthetic_gemm_rows(truth, noise=0.03, seed=seed)
-    fitted = calibrate(rows, params=["matmul_efficiency"], catalog=CATALOG)
-    value = fitted.values["matmul_efficiency[Hopper]"]
-    std = fitted.uncertainty["matmul_efficiency[Hopper]"]
+    fitted = calibrate(rows, params=["gemm_tensor_core_efficiency"], catalog=CATALOG)
+    value = fitted.values["gemm_tensor_core_efficiency[Hopper]"]
+    std = fitted.uncertainty["gemm_tensor_core_efficiency[Hopper]"]
     assert 0 < std < 0.05
     assert abs(value - efficiency) <= 4 * std
 
 
 def test_cross_validation_never_scores_a_row_it_was_fitted_on(monkeypatch):
-    rows = synthetic_gemm_rows(CalibrationProfile(values={"matmul_efficiency[Hopper]": 0.7}), 0.05, 1)
+    rows = synthetic_gemm_rows(CalibrationProfile(values={"gemm_tensor_core_efficiency[Hopper]": 0.7}), 0.05, 1)
     fitted_ids: list[set] = []
     real_calibrate = fit.calibrate
 
@@ -56,7 +56,7 @@ def test_cross_validation_never_scores_a_row_it_was_fitted_on(monkeypatch):
         return real_calibrate(measurements, **kwargs)
 
     monkeypatch.setattr(fit, "calibrate", spy)
-    scored = cross_validate(rows, k=4, params=["matmul_efficiency"], catalog=CATALOG)
+    scored = cross_validate(rows, k=4, params=["gemm_tensor_core_efficiency"], catalog=CATALOG)
     assert sorted(scored["id"]) == sorted(rows["id"])  # every row scored exactly once
     for fold, fitted in enumerate(fitted_ids):
         held = set(scored.loc[scored["fold"] == fold, "id"])

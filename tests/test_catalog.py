@@ -79,7 +79,7 @@ def test_every_canonical_gpu_is_present(catalog):
 
 
 def test_architecture_is_one_plain_word(catalog):
-    allowed = {"Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3"}
+    allowed = {"Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3"}
     assert {gpu.architecture for gpu in catalog.gpus.values()} <= allowed
 
 

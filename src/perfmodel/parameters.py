@@ -55,41 +55,85 @@ _HOURS_PER_MONTH = 730.0  # 8760 h / 12
 
 
 _TABLE = (
-    # --- Compute (roofline, perfmodel.models.compute)
+    # --- Compute (kernel model perfmodel.models.gemm; op timing perfmodel.models.compute)
     Parameter(
-        name="matmul_efficiency", default=0.83, low=0.3, high=1.0, unit="fraction of dense peak",
-        description="fraction of the dense tensor (or FP32) peak a large, well-shaped GEMM reaches",
-        source=f"{_KERNEL_CSV}: large GEMMs reach 0.87 of peak on A100 (bf16 1024x10240x5120, 271.2 of "
-               "312 TFLOP/s) and 0.68-0.80 on H100 SXM (bf16 2048x2048x13312 794.5, fp16 4096^3 760.0, "
-               "bf16 10240^3 719.7 of 989.5); 0.83 is the value that puts both A100 and H100 large "
-               "bf16 GEMMs within 10 % once wave quantization is applied",
+        name="gemm_cuda_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
+        description="share of the sustained-clock FP32 CUDA-core peak that the inner loop of a large SGEMM "
+                    "tile reaches (before the tile-edge, wave and pipeline-fill costs)",
+        source="prior: cuBLAS SGEMM reaches about 80-90 % of the FP32 peak on large squares (kernel.csv "
+               "rows and NVIDIA Matrix Multiplication Background User's Guide, Fig. 'performance vs. "
+               "size'); fitted per architecture by calibrate on the NeuSight GEMM rows",
         per="architecture"),
     Parameter(
-        name="matmul_tile", default=128.0, low=32.0, high=256.0, unit="elements",
-        description="edge of the square output tile one SM computes (tile and wave quantization)",
-        source="NVIDIA Matrix Multiplication Background User's Guide (tile quantization examples use "
-               "128x128 and 256x128 tiles); CUTLASS default tensor-op threadblock tile 128x128",
+        name="gemm_tensor_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
+        description="share of the sustained-clock tensor-core peak that the inner loop of a large tile reaches",
+        source="stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table): large bf16 "
+               "GEMMs reach 0.87 of the A100 peak (271.2 of 312 TFLOP/s) and 0.80 of the H100 SXM peak; "
+               "fitted per architecture by calibrate on kernel.csv",
         per="architecture"),
     Parameter(
-        name="matmul_k_overhead", default=128.0, low=0.0, high=2048.0, unit="elements of k",
-        description="fixed per-tile cost (filling the multi-stage operand pipeline, epilogue) in units "
-                    "of the reduction dimension: efficiency factor k / (k + k0)",
-        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 3-4 shared-memory stages of a "
-               "32-64 deep k-tile are filled before the first MMA, about 128 elements of k",
-        per="architecture"),
+        name="gemm_tile_edge_cost", default=8.0, low=0.0, high=128.0, unit="elements",
+        description="operand-load cost of a thread-block tile: its inner-loop rate is "
+                    "eta / (1 + c (1/tm + 1/tn)), c in elements",
+        source="CUTLASS 'Efficient GEMM in CUDA': a tm x tn block loads (tm + tn) elements per k step for "
+               "tm tn FMAs; prior 8 (a 128x128 tile then loses 11 %), fitted by calibrate"),
     Parameter(
-        name="attention_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak a fused (flash) attention kernel reaches",
+        name="gemm_small_tile_sharing", default=0.5, low=0.0, high=1.0, unit="exponent",
+        description="how many small thread blocks share one SM: slots = (128^2 / (tm tn))^g, each block at "
+                    "1/slots of the SM's rate; 1 = a small block alone uses only its share of the SM",
+        source="prior 0.5 between the limits: a 32x32 block has 2-4 warps, too few to hide the FMA and "
+               "shared-memory latency of a whole SM (CUDA C++ Best Practices Guide, 'Occupancy'), yet more "
+               "than 1/16 of its rate; fitted by calibrate on the GEMM rows"),
+    Parameter(
+        name="gemm_k_overhead", default=64.0, low=0.0, high=2048.0, unit="elements of k",
+        description="fixed per-block cost (operand pipeline fill, epilogue) in elements of k",
+        source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 2-4 stages of 8-32 deep k-tiles are "
+               "loaded before the first FMA; prior 64, fitted by calibrate"),
+    Parameter(
+        name="gemm_l2_bandwidth_gain", default=3.0, low=1.0, high=20.0, unit="x DRAM bandwidth",
+        description="how much faster the L2-resident share of a GEMM's operands is served than DRAM",
+        source="prior 3: A100 L2 read bandwidth about 5 TB/s (NVIDIA A100 Tensor Core GPU Architecture "
+               "whitepaper: 2.3x V100's L2 bandwidth) against 1.555 TB/s HBM2; fitted by calibrate"),
+    Parameter(
+        name="gemm_memory_efficiency", default=0.8, low=0.2, high=1.0, unit="fraction of DRAM bandwidth",
+        description="share of the datasheet DRAM bandwidth a memory-bound GEMM reaches",
+        source="prior 0.8: device copies reach 0.75-0.82 of the datasheet bandwidth (chsasank/device-benchmarks "
+               "README.md @ 7ccc883, the memory_efficiency source); fitted by calibrate on the GEMM rows"),
+    Parameter(
+        name="gemm_power_activity", default=0.2, low=0.01, high=1.0, unit="fraction of worst-case power",
+        description="power a dense GEMM draws as a share of the load the base clock is rated for; sustained "
+                    "clock = min(boost, base x a^(-1/3))",
+        source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
+               "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
+               "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),
+    Parameter(
+        name="gemm_floor_overlap", default=2.0, low=1.0, high=16.0, unit="exponent",
+        description="overlap of the per-call floor with the kernel: call = (floor^p + kernel^p)^(1/p); "
+                    "1 = sum (no overlap), large = max (full overlap)",
+        source="prior 2 between the two limits: a synchronised single call (sum) and an asynchronous "
+               "benchmark loop, where the host enqueues the next call during the kernel (max); fitted "
+               "by calibrate on the GEMM rows"),
+    Parameter(
+        name="gemm_call_floor", default=3e-5, low=1e-6, high=2e-4, unit="s",
+        description="time of one timed framework GEMM call besides the kernel: host dispatch, launch and "
+                    "the benchmark's synchronisation (time = floor + kernel)",
+        source="sitar-lab/NeuSight training split: the smallest nn.Linear/bmm calls take 34-56 us on every "
+               "GPU measured; prior 30 us, fitted by calibrate on the GEMM rows"),
+    Parameter(
+        name="attention_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
+        description="rate of a fused (flash) attention kernel relative to a cuBLAS GEMM of its shape "
+                    "(perfmodel.models.gemm)",
         source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
-               "peak (forward and backward); 0.6 is the middle of that range",
+               "peak (forward and backward), against about 0.87 for large cuBLAS GEMMs (stas00/ml-engineering "
+               "MAMF table); 0.7 = 0.6 / 0.87 rounded",
         per="architecture"),
     Parameter(
-        name="conv_efficiency", default=0.6, low=0.1, high=1.0, unit="fraction of dense peak",
-        description="fraction of the tensor peak an implicit-GEMM convolution reaches",
-        source="prior, not a measurement: set to the FlashAttention-2 middle value (0.6) below "
-               "matmul_efficiency because cuDNN implicit GEMM pays for im2col address math and small "
-               "channel counts (NVIDIA Convolutional Layers User's Guide); fitted by calibrate on "
-               "CNN training rows",
+        name="conv_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
+        description="rate of an implicit-GEMM convolution relative to a cuBLAS GEMM of its shape "
+                    "(perfmodel.models.gemm)",
+        source="prior, not a measurement: the attention prior (0.7), since cuDNN implicit GEMM pays for "
+               "im2col address math and small channel counts (NVIDIA Convolutional Layers User's Guide); "
+               "fitted by calibrate on CNN training rows",
         per="architecture"),
     Parameter(
         name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
@@ -120,6 +164,14 @@ _TABLE = (
         source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a 2.9 us "
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
+    Parameter(
+        name="host_dispatch_time", default=5e-6, low=0.0, high=1e-4, unit="s",
+        description="host (framework) time to dispatch one kernel; a kernel shorter than this leaves the GPU "
+                    "waiting, so each op takes at least this long (a step of many short kernels is host-bound)",
+        source="ASSUMPTION, prior 5 us: PyTorch eager dispatch plus cudaLaunchKernel; the NeuSight training "
+               "split's smallest timed nn.Linear calls (34-56 us, synchronised) bound it from above and "
+               "A. Gray, 'Getting Started with CUDA Graphs' (NVIDIA blog, 2019) puts the bare launch at a few "
+               "us; fitted by calibrate on training rows"),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

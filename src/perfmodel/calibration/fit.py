@@ -13,13 +13,13 @@ one value per GPU architecture in the rows, a ``link_kind`` parameter one per li
 runs in stages, each on the rows that identify its parameters, the later stages holding the
 earlier values fixed:
 
-1. ``kernel``: GEMM and copy micro-benchmarks fix the matmul and memory efficiencies;
+1. ``kernel``: GEMM and copy micro-benchmarks fix the GEMM kernel model (perfmodel.models.gemm:
+   efficiencies per architecture, tile-edge and pipeline-fill costs, L2 gain, power activity,
+   per-call floor) and the memory efficiencies;
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
-   overhead, the clock a whole step sustains) and refit the small-GEMM penalty
-   (``matmul_k_overhead``) together with the GEMM rows, which keep it tied to what a GEMM alone
-   shows.
+   overhead, the clock a whole step sustains, the host's per-kernel dispatch time).
 
 Architectures with no rows of their own take the geometric mean of the fitted ones
 (:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
@@ -46,12 +46,15 @@ __all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_group
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
-     ("matmul_efficiency", "matmul_k_overhead", "memory_efficiency", "kernel_launch_overhead")),
+     ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
+      "gemm_small_tile_sharing", "gemm_k_overhead", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency",
+      "gemm_power_activity", "gemm_call_floor", "gemm_floor_overlap", "memory_efficiency",
+      "kernel_launch_overhead")),
     ("collective", ("collective",),
      ("link_bandwidth_efficiency", "link_latency", "collective_base_latency", "tree_bandwidth_efficiency",
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
-    ("train", ("train", "gemm"),
-     ("sustained_clock_fraction", "matmul_k_overhead", "attention_efficiency", "conv_efficiency",
+    ("train", ("train",),
+     ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
@@ -59,7 +62,8 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 # measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
 # parameter gets one value per group found in those rows only
 INFORMED_BY = {
-    "matmul_efficiency": ("gemm",), "matmul_k_overhead": ("gemm", "train"), "memory_efficiency": ("memcpy",),
+    "gemm_cuda_core_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",),
+    "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
 }
 
@@ -241,7 +245,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
     """Fit the efficiency parameters to ``measurements`` (a DataFrame in the measurement format).
 
     ``params``: names to fit (default: every parameter of every stage whose rows are present);
-    ``profile``: the starting point and prior centres (default: the registered defaults, so a
+    ``profile``: the starting point and prior centres (default: the declared defaults, so a
     refit never depends on the shipped profile it regenerates).  Returns a new profile with the
     fitted ``values``, their ``uncertainty`` (one standard error, parameter units) and
     ``provenance`` (inputs, date, package version, per-stage residual summary).

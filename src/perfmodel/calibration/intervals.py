@@ -56,10 +56,10 @@ GRID = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5,
         0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99, 0.995)
 # efficiencies that scale each kind's dominant time term with elasticity 1
 DEPENDS = {
-    "gemm": ("matmul_efficiency",),
+    "gemm": ("gemm_tensor_core_efficiency",),
     "memcpy": ("memory_efficiency",),
     "collective": ("link_bandwidth_efficiency",),
-    "train": ("matmul_efficiency", "sustained_clock_fraction"),
+    "train": ("gemm_tensor_core_efficiency", "sustained_clock_fraction"),
 }
 FEATURES = ("num_gpus", "model_params", "seq_len")  # scale axes, compared in decades (log10)
 ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; each has its tau

@@ -14,6 +14,7 @@ pandas is imported inside the functions: ``import perfmodel`` stays light.
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 from pathlib import Path
 
@@ -28,7 +29,7 @@ COLUMNS = (
     "precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero",
     "framework", "train_samples", "train_tokens",
     "collective", "algorithm", "message_bytes",
-    "m", "n", "k", "dtype", "bytes",
+    "m", "n", "k", "batch", "dtype", "bytes",
     "metric", "value", "source", "url", "notes",
 )
 """Every known column, in output order (unknown columns of a file follow them)."""
@@ -61,7 +62,7 @@ TRANSFORMER_FIELDS = ("layers", "hidden", "heads", "seq_len", "vocab")
 
 WHOLE_COLUMNS = ("num_gpus", "gpus_per_node", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                  "seq_len", "vocab", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch",
-                 "message_bytes", "m", "n", "k", "bytes")
+                 "message_bytes", "m", "n", "k", "batch", "bytes")
 """Counts and sizes: whole numbers > 0."""
 
 NUMERIC_COLUMNS = WHOLE_COLUMNS + ("zero", "train_samples", "train_tokens", "value")
@@ -137,7 +138,8 @@ def shipped_measurements():
     """The published measurements shipped in ``perfmodel/data/measurements/`` (all files)."""
     from perfmodel.hardware.catalog import shipped_data_path
 
-    paths = sorted(shipped_data_path("measurements").glob("*.csv"))
+    folder = shipped_data_path("measurements")
+    paths = sorted([*folder.glob("*.csv"), *folder.glob("*.csv.gz")])
     return load_measurements(*paths)
 
 
@@ -181,7 +183,8 @@ def _read_csv(path: Path, problems: list[str]) -> tuple[list[dict[str, str]], li
         if size > MAX_FILE_BYTES:
             problems.append(f"{path}: the file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
             return [], []
-        with open(path, encoding="utf-8-sig", newline="") as handle:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
@@ -206,7 +209,7 @@ def _read_csv(path: Path, problems: list[str]) -> tuple[list[dict[str, str]], li
             return rows, places
     except OSError as error:
         problems.append(f"{path}: cannot read ({error.strerror})")
-    except (UnicodeDecodeError, csv.Error) as error:
+    except (UnicodeDecodeError, csv.Error, gzip.BadGzipFile, EOFError) as error:
         problems.append(f"{path}: not a UTF-8 CSV file ({error})")
     return [], []
 

@@ -34,19 +34,21 @@ def run(args) -> int:
 
         roofline(gpu, points, list(ridges), workload=args.model).savefig(args.output, dpi=120)
     memory_bound = points.loc[points["bound"] == "memory", "op"].tolist()
+    launch_bound = points.loc[points["bound"] == "launch", "op"].tolist()
     if args.json:
         print_json({"gpu": gpu.name, "model": args.model, "precision": args.precision,
                     "micro_batch": args.micro_batch, "memory_bandwidth_Bps": gpu.memory_bandwidth,
                     "ridge_points_flop_per_byte": ridges, "ops": points.to_dict(orient="records"),
-                    "memory_bound": memory_bound})
+                    "memory_bound": memory_bound, "launch_bound": launch_bound})
         return 0
     print(f"{gpu.name}: HBM {gpu.memory_bandwidth / 1e12:.2f} TB/s; ridge points (FLOP/byte): "
           + ", ".join(f"{p} {r:.0f}" for p, r in ridges.items()))
     print(f"{args.model}, {args.precision}, micro-batch {args.micro_batch}, forward pass, one instance per op:")
     print_table([{"op": r.op, "kind": r.kind, "GFLOP": r.flops / 1e9, "MB": r.bytes / 1e6,
-                  "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "time_us": r.time_s * 1e6,
-                  "bound": r.bound} for r in points.itertuples()])
+                  "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "efficiency": r.efficiency,
+                  "time_us": r.time_s * 1e6, "bound": r.bound} for r in points.itertuples()])
     print(f"memory-bound: {', '.join(memory_bound) or 'none'}")
+    print(f"launch-bound (host dispatch longer than the kernel): {', '.join(launch_bound) or 'none'}")
     if args.output:
         print(f"wrote {args.output}")
     return 0

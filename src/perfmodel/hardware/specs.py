@@ -112,6 +112,12 @@ class GPU(Spec):
     sm_count: int | None = Field(None, gt=0)
     l2_cache: Bytes | None = None
     boost_clock_hz: Hertz | None = None
+    base_clock_hz: Hertz | None = Field(
+        None, description="datasheet base clock: the clock NVIDIA guarantees at the board power limit "
+                          "under a heavy load (perfmodel.models.gemm derives the sustained clock from it)")
+    tensor_core_generation: int | None = Field(
+        None, ge=1, le=6, description="NVIDIA tensor-core generation (Volta 1, Turing 2, Ampere 3, "
+                                      "Ada and Hopper 4, Blackwell 5); null = none or not NVIDIA")
     tdp: Power | None = Field(..., description="board power limit in W; null = not found (must be given)")
     idle_power: Power | None = Field(None, description="measured idle draw; null = not found")
     nvlink_generation: int | None = Field(None, ge=1, le=6)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.hardware.specs import GPU
+from perfmodel.models import gemm
 from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
-    "TRAIN_PRECISIONS", "roofline_time", "wave_quantization", "tile_padding", "matmul_efficiency",
-    "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
+    "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
     "op_peaks", "op_times", "memory_bound", "roofline_points",
 ]
 
@@ -46,43 +46,6 @@ def roofline_time(flops, bytes, peak_flops, bandwidth, compute_efficiency, memor
     compute = np.divide(flops, np.multiply(peak_flops, compute_efficiency))
     memory = np.divide(bytes, np.multiply(bandwidth, memory_efficiency))
     return np.maximum(compute, memory) + launch_overhead
-
-
-def wave_quantization(m, n, sm_count, tile_m, tile_n, batch=1):
-    """Share of the launched SM slots doing work: tiles / (ceil(tiles / SMs) x SMs).
-
-    ``tiles = ceil(m / tile_m) x ceil(n / tile_n) x batch``; the last wave of tiles leaves SMs idle
-    (NVIDIA Matrix Multiplication Background User's Guide, "Wave Quantization").  In (0, 1].
-    """
-    tiles = np.ceil(np.divide(m, tile_m)) * np.ceil(np.divide(n, tile_n)) * batch
-    return tiles / (np.ceil(tiles / sm_count) * sm_count)
-
-
-def tile_padding(size, tile):
-    """Share of a tiled dimension that is real work: size / (ceil(size / tile) x tile).
-
-    NVIDIA Matrix Multiplication Background User's Guide, "Tile Quantization".  In (0, 1].
-    """
-    return np.divide(size, np.ceil(np.divide(size, tile)) * tile)
-
-
-def matmul_efficiency(m, n, k, sm_count, eta_max, tile=128.0, k_overhead=128.0, batch=1):
-    """Fraction of peak a GEMM (m x k) @ (k x n), ``batch`` times, reaches; in (0, eta_max].
-
-    eta = eta_max x wave_quantization x tile_padding(m) x tile_padding(n) x k / (k + k0):
-    wave and tile quantization as in NVIDIA's Matrix Multiplication Background User's Guide; the
-    last factor charges a fixed per-tile prologue/epilogue cost of ``k_overhead`` elements of k.
-    ``sm_count=None`` (unknown) skips wave quantization.
-    """
-    for field, value in (("m", m), ("n", n), ("k", k), ("batch", batch)):
-        bad = np.asarray(value)[np.asarray(value) <= 0]
-        if bad.size:
-            raise ValueError(f"matmul_efficiency: {field} must be positive, got {bad.flat[0]!r}")
-    eta = np.multiply(eta_max, tile_padding(m, tile) * tile_padding(n, tile))
-    eta = eta * np.divide(k, np.add(k, k_overhead))
-    if sm_count is not None:
-        eta = eta * wave_quantization(m, n, sm_count, tile, tile, batch)
-    return eta
 
 
 def attained_flops(flops, time):
@@ -140,33 +103,39 @@ def op_peaks(kinds, gpu: GPU, precision: str) -> np.ndarray:
                     np.where(np.isin(kinds, TENSOR_KINDS), other_tensor, cuda_cores))
 
 
-def _efficiencies(table: OpTable, gpu: GPU, profile: CalibrationProfile) -> np.ndarray:
-    """eta_compute per op: the kind's eta times GEMM shape effects (1 for CUDA-core ops).
+def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: CalibrationProfile) -> np.ndarray:
+    """eta_compute per op against ``peak``: GEMM-like ops by the GEMM kernel model, 1 for others.
 
-    Flash attention (Dao 2023, FlashAttention-2 Sec. 3.2) runs one thread block per block of
-    queries, head and sample and loops over all keys inside it, so only its ``ceil(m / tile) x
-    batch`` blocks are wave-quantized; ``attention_efficiency`` covers the rest.
+    A matmul, convolution (implicit GEMM) or attention op with a shape gets the share of ``peak``
+    that :func:`perfmodel.models.gemm.gemm_kernel_time` reaches on ``batch_gemms`` GEMMs of its
+    ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
+    attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM.  Flash
+    attention (Dao 2023) is timed as a GEMM of its shape: that its blocks tile only the queries is
+    not modelled.  A GEMM-like op without a shape gets the large-tile rate.  Other ops: 1.
     """
     group = gpu.architecture
     kind = table.per_op("kind")
-    eta_max = np.select(
-        [kind == "matmul", kind == "conv", kind == "attention"],
-        [profile.get("matmul_efficiency", group), profile.get("conv_efficiency", group),
-         profile.get("attention_efficiency", group)], 1.0)
-    shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & np.isin(kind, TENSOR_KINDS)
+    factor = np.select([kind == "conv", kind == "attention"],
+                       [profile.get("conv_efficiency", group), profile.get("attention_efficiency", group)], 1.0)
+    tensor = np.isin(kind, TENSOR_KINDS)
+    shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
     m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
-    tile, k_overhead = profile.get("matmul_tile", group), profile.get("matmul_k_overhead", group)
-    attention = kind == "attention"
-    eta = matmul_efficiency(m, np.where(attention, tile, n), k, gpu.sm_count, eta_max, tile,
-                            np.where(attention, 0.0, k_overhead), batch=batch)
-    return np.where(shaped, eta, eta_max)
+    # with fp8 only matmuls read fp8 operands; conv and attention run in bf16 (op_peaks)
+    parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile)
+    parameters["input_bytes"] = np.where(kind == "matmul", ELEMENT_BYTES[precision], parameters["input_bytes"])
+    clock = gemm.clock_ratio(gpu, profile)
+    parameters["peak_flops"] = peak * clock
+    kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
+    shape_eta = gemm_flops(m, n, k, batch) / (kernel_s * peak)
+    large_tile = parameters["efficiency"] * clock
+    return np.where(shaped, shape_eta * factor, np.where(tensor, large_tile * factor, 1.0))
 
 
 def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
     """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time."""
     group = gpu.architecture
     peak = np.where(table.per_op("fp32"), gpu.peak("fp32"), op_peaks(table.per_op("kind"), gpu, precision))
-    eta_c = _efficiencies(table, gpu, profile)
+    eta_c = _efficiencies(table, gpu, precision, peak, profile)
     return (peak, gpu.memory_bandwidth, eta_c, profile.get("memory_efficiency", group),
             profile.get("kernel_launch_overhead"))
 
@@ -175,21 +144,24 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
              sustained: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
-    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops use
-    :func:`matmul_efficiency` with the eta of their kind (matmul/conv/attention), other ops an
-    eta_compute of 1 (they are memory-bound).  Ops marked ``fp32`` (norms, softmax, loss under
-    AMP) run at the FP32 peak.  Backward uses ``table.backward_flops()``/``backward_bytes()`` with
-    the same efficiencies and one kernel launch per op and pass.  Element-wise ops move only the
-    unfused share ``1 - elementwise_fusion`` of their bytes.  ``sustained`` scales the compute
-    peaks (a whole training step holds a lower clock than an isolated kernel; see the
+    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
+    (matmul/conv/attention) at the efficiency the GEMM kernel model gives their shape
+    (:func:`_efficiencies`), other ops an eta_compute of 1 (they are memory-bound).  Ops marked
+    ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
+    ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
+    and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
+    bytes.  Every kernel takes at least ``host_dispatch_time``: the host dispatches kernels one by
+    one, so a kernel shorter than that leaves the GPU waiting (launch-bound).  ``sustained`` scales
+    the compute peaks (a whole training step holds a lower clock than an isolated kernel; see the
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.
     """
     peak, *rest = _roofline_inputs(table, gpu, precision, profile)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
-    return (roofline_time(table.flops, table.bytes * unfused, *inputs),
-            roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
+    host = profile.get("host_dispatch_time")
+    return (np.maximum(roofline_time(table.flops, table.bytes * unfused, *inputs), host),
+            np.maximum(roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs), host))
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
@@ -205,8 +177,9 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
-    ``attained_flops`` (FLOP/s, launch overhead included), ``time_s``, ``bound``
-    (``"compute"`` or ``"memory"``: which roofline term is larger).
+    ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
+    (attained / the op's dense peak), ``time_s``, ``bound`` (``"launch"`` when the host dispatch time
+    exceeds the kernel, else ``"compute"`` or ``"memory"``: which roofline term is larger).
     """
     import pandas as pd
 
@@ -214,7 +187,9 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision)
     peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
-    time = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
+    kernel = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
+    host = profile.get("host_dispatch_time")
+    time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
     return pd.DataFrame({
@@ -224,6 +199,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         "bytes": table.bytes,
         "intensity": arithmetic_intensity(table.flops, table.bytes),
         "attained_flops": attained_flops(table.flops, time),
+        "efficiency": attained_flops(table.flops, time) / peak,
         "time_s": time,
-        "bound": np.where(compute >= memory, "compute", "memory"),
+        "bound": np.where(host > kernel, "launch", np.where(compute >= memory, "compute", "memory")),
     })

@@ -1,8 +1,9 @@
 """Predictors for single-kernel rows: ``gemm`` (tflops, time_us) and ``memcpy`` (GBps).
 
-A GEMM row is one (m x k) @ (k x n) product in ``dtype``; a memcpy row copies a ``bytes``-sized
-buffer, and its GBps counts bytes read plus bytes written (measurement spec, kind = memcpy).
-Both go through :func:`perfmodel.models.compute.roofline_time` with the profile's parameters.
+A GEMM row is one call of ``batch`` (default 1) (m x k) @ (k x n) products in ``dtype``, timed by
+the kernel model :mod:`perfmodel.models.gemm`; a memcpy row copies a ``bytes``-sized buffer, and its
+GBps counts bytes read plus bytes written (measurement spec, kind = memcpy), timed by
+:func:`perfmodel.models.compute.roofline_time`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.hardware.catalog import Catalog, CatalogError
-from perfmodel.models import compute
+from perfmodel.models import compute, gemm
 from perfmodel.profile import CalibrationProfile
-from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 GEMM_METRICS = MEASUREMENT_METRICS["gemm"]
 MEMCPY_METRICS = MEASUREMENT_METRICS["memcpy"]
@@ -25,26 +25,6 @@ def _number(row: pd.Series, column: str) -> float:
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"column {column!r} must be a positive number, got {row.get(column)!r}")
     return float(value)
-
-
-def _gemm(row: pd.Series, catalog: Catalog, profile: CalibrationProfile) -> float:
-    gpu = catalog.gpu(row["gpu"])
-    dtype = str(row.get("dtype"))
-    if dtype not in compute.TRAIN_PRECISIONS:
-        raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(compute.TRAIN_PRECISIONS)}")
-    if row["metric"] not in GEMM_METRICS:
-        raise ValueError(f"metric {row['metric']!r} is not a gemm metric ({', '.join(GEMM_METRICS)})")
-    m, n, k = (_number(row, c) for c in ("m", "n", "k"))
-    group = gpu.architecture
-    eta = compute.matmul_efficiency(m, n, k, gpu.sm_count, profile.get("matmul_efficiency", group),
-                                    profile.get("matmul_tile", group),
-                                    profile.get("matmul_k_overhead", group))
-    flops = compute.gemm_flops(m, n, k)
-    time = compute.roofline_time(
-        flops, compute.gemm_bytes(m, n, k, ELEMENT_BYTES[dtype], GEMM_OUTPUT_BYTES[dtype]),
-        gpu.peak(dtype), gpu.memory_bandwidth, eta, profile.get("memory_efficiency", group),
-        profile.get("kernel_launch_overhead"))
-    return float(flops / time / 1e12 if row["metric"] == "tflops" else time * 1e6)
 
 
 def _memcpy(row: pd.Series, catalog: Catalog, profile: CalibrationProfile) -> float:
@@ -70,9 +50,39 @@ def _predict_rows(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProf
     return out
 
 
+def _gemm_group(rows: pd.DataFrame, gpu_name: str, dtype: str, catalog: Catalog,
+                profile: CalibrationProfile) -> np.ndarray:
+    """Predicted values of the rows of one (gpu, dtype), vectorized; raises for the whole group."""
+    gpu = catalog.gpu(gpu_name)
+    if dtype not in compute.TRAIN_PRECISIONS:
+        raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(compute.TRAIN_PRECISIONS)}")
+    m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
+    batch = rows["batch"].fillna(1.0).to_numpy(dtype=float) if "batch" in rows else np.ones(len(rows))
+    time_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile)
+    flops = compute.gemm_flops(m, n, k, batch)
+    return np.where(rows["metric"].to_numpy() == "tflops", flops / time_s / 1e12, time_s * 1e6)
+
+
 def predict_gemm(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:
-    """TFLOP/s (2mnk / time / 1e12) or microseconds of each GEMM row."""
-    return _predict_rows(rows, catalog, profile, _gemm)
+    """TFLOP/s (2 mnk batch / call time / 1e12) or microseconds of each GEMM row: the whole call
+    (``batch`` GEMMs and the per-call floor, measurement spec), by
+    :func:`perfmodel.models.gemm.gpu_time`, one vectorized call per (gpu, dtype)."""
+    out = pd.DataFrame({"predicted": np.nan, "reason": None}, index=rows.index)
+    out["reason"] = out["reason"].astype(object)
+    shape = rows[[c for c in ("m", "n", "k", "batch") if c in rows]].apply(pd.to_numeric, errors="coerce")
+    batch = shape["batch"] if "batch" in shape else pd.Series(np.nan, index=rows.index)
+    bad_shape = ~((shape[["m", "n", "k"]] > 0).all(axis=1) & ~(batch <= 0))
+    out.loc[bad_shape, "reason"] = "columns m, n, k (and batch) must be positive numbers"
+    bad_metric = ~rows["metric"].isin(GEMM_METRICS)
+    out.loc[bad_metric, "reason"] = [f"metric {v!r} is not a gemm metric ({', '.join(GEMM_METRICS)})"
+                                     for v in rows.loc[bad_metric, "metric"]]
+    good = rows[~bad_shape & ~bad_metric].assign(**{c: shape[c] for c in shape})
+    for (gpu_name, dtype), group in good.groupby([good["gpu"].astype(str), good["dtype"].astype(str)], sort=False):
+        try:
+            out.loc[group.index, "predicted"] = _gemm_group(group, gpu_name, dtype, catalog, profile)
+        except (CatalogError, ValueError) as error:
+            out.loc[group.index, "reason"] = str(error)
+    return out
 
 
 def predict_memcpy(rows: pd.DataFrame, catalog: Catalog, profile: CalibrationProfile) -> pd.DataFrame:

@@ -1,0 +1,149 @@
+"""Time of one GEMM call from the GPU's catalog entry: tiles, waves, split-k, L2, clocks, floor.
+
+A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
+
+- **tile configurations.** cuBLAS picks, per shape, one of a few thread-block tiles ``tm x tn``
+  and a split-k factor ``s`` (NVIDIA Matrix Multiplication Background User's Guide, "Tile
+  Quantization", "Wave Quantization"; CUTLASS "Efficient GEMM in CUDA", split-k).  Every
+  configuration of :data:`TILES` x :data:`SPLITS` is timed and the fastest wins.
+- **compute time** of a configuration: ``tiles = ceil(m/tm) ceil(n/tn) batch s`` thread blocks run
+  in waves of ``SMs x slots``: ``slots = max(1, 128^2 / (tm tn))^g`` small blocks share one SM,
+  each at 1/slots of its rate (``g = 1``: a small block alone cannot fill an SM; ``g = 0``: it
+  can; ``g`` fitted);
+  each block does ``2 tm tn (k/s + k0)`` FLOP (``k0``: pipeline fill and epilogue, in elements
+  of k) at the SM's sustained rate times ``eta / (1 + c (1/tm + 1/tn))`` -- a block loads
+  ``(tm + tn)`` operand elements per ``tm tn`` FMAs, so small tiles pay more per FLOP
+  (CUTLASS "Efficient GEMM in CUDA", hierarchical tiling).
+- **memory time**: operands read once and the output written once (plus the split-k partial
+  sums), from L2 when the working set fits there: the hit share ``min(1, L2 / bytes)`` is served
+  ``l2_gain`` times faster than DRAM (benchmarks time a kernel repeatedly, so a small working set
+  is L2-resident).
+- **sustained clock under the power limit.**  The datasheet base clock is the clock a heavy
+  load holds at the board power limit (TDP).  Dynamic power grows about as f^3 (P ~ C V^2 f with
+  V roughly proportional to f in the DVFS range), so a kernel drawing the share ``a`` of that
+  worst-case power at equal clock holds ``f = min(boost, base a^(-1/3))``: a 70 W T4
+  (585/1590 MHz) or a 72 W L4 (795/2040 MHz) cannot hold its boost clock, a 250 W V100
+  (1245/1380 MHz) can.  ``a`` is one fitted number for all GPUs, not a knob per GPU model.
+  ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
+  hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
+- **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call.  The
+  host dispatches the next call while the GPU runs the last one, so the two overlap partly: one
+  call takes ``(floor^p + kernel^p)^(1/p)`` -- ``p = 1`` no overlap (sum), large ``p`` full
+  overlap (max); ``p`` is fitted.  Known miss: how much the floor overlaps depends on how the
+  calls were timed (a synchronised single call vs a loop of asynchronous calls), which a GEMM's
+  description does not say; one ``p`` serves both.
+
+All functions broadcast over numpy arrays: one call times 47,000 measured shapes or millions of
+planned ones (the configurations are looped over, a few temporaries of the broadcast shape at a
+time; cost ~ ``len(TILES) x len(SPLITS)`` vectorized passes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfmodel.hardware.specs import GPU
+from perfmodel.profile import CalibrationProfile
+from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
+
+__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
+           "gemm_call_time", "gemm_parameters", "gpu_time"]
+
+TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+"""Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
+NVIDIA's Matrix Multiplication Background User's Guide ("Tile Quantization") and the smaller
+CUTLASS SGEMM threadblock shapes down to 32x32."""
+
+SPLITS = (1, 2, 4, 8, 16)
+"""Split-k factors (CUTLASS split-k serial/parallel reduction)."""
+
+REFERENCE_TILE_ELEMENTS = 128 * 128
+"""A block of this many outputs fills one SM; smaller blocks share an SM (``slots``)."""
+
+CUDA_CORE_DTYPES = ("fp32",)
+"""dtypes whose GEMMs run on CUDA cores (FP32 with TF32 off); the others on tensor cores."""
+
+
+def sustained_clock_ratio(base_hz, boost_hz, power_activity):
+    """Sustained clock / boost clock under the power limit: min(1, (base/boost) a^(-1/3)).
+
+    The base clock is rated at TDP under a heavy load; dynamic power ~ f^3, so a load drawing the
+    share ``a`` of that power at equal clock holds base x a^(-1/3) (capped at boost).  NaN base
+    (unknown) gives 1 (assumed to hold boost).  Broadcasts.
+    """
+    ratio = np.divide(base_hz, boost_hz) * np.power(power_activity, -1.0 / 3.0)
+    return np.where(np.isnan(ratio), 1.0, np.minimum(1.0, ratio))
+
+
+def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, input_bytes, output_bytes,
+                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0):
+    """Seconds of the fastest tile/split-k configuration for ``batch`` GEMMs (m x k) @ (k x n).
+
+    ``peak_flops`` is the rate at the sustained clock.  All arguments broadcast (shapes of rows,
+    GPUs or plans).
+    """
+    m, n, k, batch = (np.asarray(x, dtype=float) for x in (m, n, k, batch))
+    shape = np.broadcast_shapes(m.shape, n.shape, k.shape, batch.shape, np.shape(peak_flops),
+                                np.shape(sm_count), np.shape(bandwidth), np.shape(l2_bytes))
+    best = np.full(shape, np.inf)
+    per_sm = np.divide(peak_flops, sm_count)
+    bandwidth = np.multiply(bandwidth, memory_efficiency)
+    operands = (m * k + k * n) * input_bytes
+    for tm, tn in TILES:
+        slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn)) ** small_tile_sharing
+        rate = per_sm * efficiency / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn))
+        blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch
+        for split in SPLITS:
+            k_split = np.ceil(k / split)
+            waves = np.ceil(blocks * split / (np.multiply(sm_count, slots)))
+            compute = waves * slots * 2.0 * tm * tn * (k_split + k_overhead) / rate
+            outputs = m * n * output_bytes * (1.0 if split == 1 else 1.0 + 2.0 * split)
+            moved = batch * (operands + outputs)
+            hit = np.minimum(1.0, np.divide(l2_bytes, moved))
+            memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
+            best = np.minimum(best, np.maximum(compute, memory))
+    return best
+
+
+def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
+    """The GPU's sustained / boost clock under a dense GEMM (:func:`sustained_clock_ratio` with the
+    catalog's clocks; a missing clock counts as holding boost)."""
+    return float(sustained_clock_ratio(np.nan if gpu.base_clock_hz is None else gpu.base_clock_hz,
+                                       np.nan if gpu.boost_clock_hz is None else gpu.boost_clock_hz,
+                                       profile.get("gemm_power_activity")))
+
+
+def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
+    """The GPU's catalog numbers and the profile's parameters for a ``dtype`` GEMM, as the keyword
+    arguments of :func:`gemm_call_time` (sustained-clock peak, SMs, bandwidth, L2, bytes, etas)."""
+    if dtype not in ELEMENT_BYTES:
+        raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(ELEMENT_BYTES)}")
+    if gpu.sm_count is None:
+        raise ValueError(f"gpu {gpu.name}: the GEMM model needs sm_count, which the catalog has as null")
+    group = gpu.architecture
+    clock = clock_ratio(gpu, profile)
+    kind = "gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES else "gemm_tensor_core_efficiency"
+    return {
+        "peak_flops": gpu.peak(dtype) * clock, "sm_count": float(gpu.sm_count),
+        "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
+        "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": GEMM_OUTPUT_BYTES[dtype],
+        "efficiency": profile.get(kind, group), "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
+        "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
+        "small_tile_sharing": profile.get("gemm_small_tile_sharing"),
+        "memory_efficiency": profile.get("gemm_memory_efficiency"),
+    }
+
+
+def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, **kernel):
+    """Seconds of one call: ``(floor_s^p + kernel^p)^(1/p)`` with ``p = overlap`` >= 1 and the
+    kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns)."""
+    kernel_s = gemm_kernel_time(m, n, k, batch, **kernel)
+    return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
+
+
+def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True):
+    """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters;
+    ``include_floor=False``: the kernel alone."""
+    floor = profile.get("gemm_call_floor") if include_floor else 0.0
+    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
+                          **gemm_parameters(gpu, dtype, profile))
