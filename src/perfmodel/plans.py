@@ -60,7 +60,7 @@ def settings(plan: Plan, gpu) -> dict:
     the optimizer (Adam).  Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
     flash = plan.flash_attention
     if flash is None:
-        flash = gpu is None or gpu.architecture not in ("Volta", "Turing")
+        flash = gpu is None or gpu.architecture not in ("Pascal", "Volta", "Turing")
     precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
     return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam"}
 

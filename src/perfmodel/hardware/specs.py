@@ -21,7 +21,7 @@ PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "efa", "ethernet", "cloud_fabric", "omnipath")
 FABRICS = ("nvswitch", "nvlink_mesh", "nvlink_bridge", "pcie")
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
-ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3")
+ARCHITECTURES = ("Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3")
 """GPU architectures the cost models and calibration profile know (parameters are per architecture)."""
 
 
