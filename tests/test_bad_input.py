@@ -195,7 +195,7 @@ CASES = [
     Case("catalog-top-level-list", ["--catalog", "{c.yaml}", "catalog", "list"], 2, ["c.yaml", "mapping"],
          {"c.yaml": "- gpus\n"}),
     Case("catalog-architecture-unknown", ["--catalog", "{c.yaml}", "catalog", "list", "gpus"], 2,
-         ["c.yaml", "architecture", "Quantum-Flux", "known: Volta", "Hopper"],
+         ["c.yaml", "architecture", "Quantum-Flux", "known: Pascal, Volta", "Hopper"],
          {"c.yaml": yaml.safe_dump({"gpus": [{**USER_GPU, "architecture": "Quantum-Flux"}]})}),
     Case("catalog-architecture-lower-case-is-hopper", ["--catalog", "{c.yaml}", "catalog", "show", "X1000"], 0,
          ["Hopper"], {"c.yaml": yaml.safe_dump({"gpus": [{**USER_GPU, "architecture": "hopper"}]})}),

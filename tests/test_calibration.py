@@ -126,19 +126,19 @@ def test_shipped_profile_is_the_calibration_of_the_shipped_measurements(refit):
 
 
 def test_calibration_keeps_what_the_data_do_not_determine_at_its_prior():
-    """GEMMs of a teraFLOP or more (milliseconds each) say next to nothing about a per-call launch
-    floor of microseconds: calibrate must keep it at its prior and list it as not determined,
+    """GEMMs of a teraFLOP or more (milliseconds each) say next to nothing about a per-call floor
+    of tens of microseconds: calibrate must keep it at its prior and list it as not determined,
     while it fits the matmul efficiency they do show."""
-    truth = CalibrationProfile(values={"matmul_efficiency[Hopper]": 0.7})
+    truth = CalibrationProfile(values={"gemm_tensor_core_efficiency[Hopper]": 0.7})
     rows = synthetic_gemm_rows(truth, noise=0.02, seed=3)
     rows = rows[2 * rows["m"] * rows["n"] * rows["k"] >= 1e12]
-    fitted = calibrate(rows, params=["matmul_efficiency", "kernel_launch_overhead"], catalog=CATALOG)
+    fitted = calibrate(rows, params=["gemm_tensor_core_efficiency", "gemm_call_floor"], catalog=CATALOG)
     identifiability = fitted.provenance["identifiability"]
-    assert identifiability["matmul_efficiency[Hopper]"] < fit.DETERMINED_RATIO
-    assert "kernel_launch_overhead" in fitted.provenance["not_determined"]
-    assert fitted.values["kernel_launch_overhead"] == CalibrationProfile().get("kernel_launch_overhead")
-    prior = CalibrationProfile().get("matmul_efficiency", "Hopper")
-    assert abs(fitted.values["matmul_efficiency[Hopper]"] - 0.7) < 0.5 * abs(prior - 0.7)  # three rows vs a prior
+    assert identifiability["gemm_tensor_core_efficiency[Hopper]"] < fit.DETERMINED_RATIO
+    assert "gemm_call_floor" in fitted.provenance["not_determined"]
+    assert fitted.values["gemm_call_floor"] == CalibrationProfile().get("gemm_call_floor")
+    prior = CalibrationProfile().get("gemm_tensor_core_efficiency", "Hopper")
+    assert abs(fitted.values["gemm_tensor_core_efficiency[Hopper]"] - 0.7) < 0.5 * abs(prior - 0.7)  # three rows vs a prior
 
 
 def test_shipped_profile_intervals_are_honest_on_the_shipped_measurements():

@@ -114,6 +114,6 @@ def test_public_verbs_stay_functions_after_every_submodule_is_imported():
 def test_parameters_are_known_in_a_fresh_process():
     # nothing imported but the package: the static table still knows every model's parameters
     out = _fresh("import perfmodel, sys; p = perfmodel.default_profile(); "
-                 "print(p.get('matmul_efficiency'), p.get('dp_overlap'), 'pandas' in sys.modules)")
+                 "print(p.get('gemm_tensor_core_efficiency'), p.get('dp_overlap'), 'pandas' in sys.modules)")
     efficiency, overlap, pandas_loaded = out.split()
     assert 0.3 <= float(efficiency) <= 1.0 and 0.0 <= float(overlap) <= 1.0 and pandas_loaded == "False"

@@ -19,10 +19,10 @@ CATALOG = load_catalog()
 GPUS = {"A100-SXM4-80GB": 0.05, "H100-SXM5-80GB": -0.10, "V100-SXM2-16GB": 0.15}  # log bias per GPU
 FRAMEWORKS = {"pytorch": 0.0, "tensorflow": 0.12}
 PROFILE = CalibrationProfile(
-    values={"matmul_efficiency[Ampere]": 0.8, "matmul_efficiency[Hopper]": 0.8, "matmul_efficiency": 0.8,
+    values={"gemm_tensor_core_efficiency[Ampere]": 0.8, "gemm_tensor_core_efficiency[Hopper]": 0.8, "gemm_tensor_core_efficiency": 0.8,
             "sustained_clock_fraction[Ampere]": 0.8, "sustained_clock_fraction[Hopper]": 0.7,
             "sustained_clock_fraction": 0.75},
-    uncertainty={"matmul_efficiency[Ampere]": 0.02, "matmul_efficiency[Hopper]": 0.02, "matmul_efficiency": 0.05,
+    uncertainty={"gemm_tensor_core_efficiency[Ampere]": 0.02, "gemm_tensor_core_efficiency[Hopper]": 0.02, "gemm_tensor_core_efficiency": 0.05,
                  "sustained_clock_fraction[Ampere]": 0.03, "sustained_clock_fraction[Hopper]": 0.03,
                  "sustained_clock_fraction": 0.08})
 
@@ -233,7 +233,7 @@ def test_a_parameter_on_an_unfitted_architecture_is_more_uncertain_than_on_any_f
     unseen = iv.parameter_variance(PROFILE, "train", "Blackwell")
     for fitted in ("Ampere", "Hopper"):
         assert unseen > iv.parameter_variance(PROFILE, "train", fitted)
-    # gemm depends on matmul_efficiency only: (0.05/0.8)^2 spread + mean of the groups' (0.02/0.8)^2
+    # gemm depends on gemm_tensor_core_efficiency only: (0.05/0.8)^2 spread + mean of the groups' (0.02/0.8)^2
     assert iv.parameter_variance(PROFILE, "gemm", "Blackwell") == pytest.approx((0.05 / 0.8) ** 2 + (0.02 / 0.8) ** 2)
 
 
@@ -257,7 +257,7 @@ def test_leave_group_out_never_fits_a_row_of_the_group_it_predicts(monkeypatch):
         return real(measurements, **kwargs)
 
     monkeypatch.setattr(fit, "calibrate", spy)
-    scored = leave_group_out(rows, groups, params=["matmul_efficiency"], catalog=CATALOG)
+    scored = leave_group_out(rows, groups, params=["gemm_tensor_core_efficiency"], catalog=CATALOG)
     assert sorted(scored["fold"]) == sorted(g for g in groups if g is not None)
     for fitted, name in zip(fitted_ids, ["even", "odd"]):
         held = set(scored.loc[scored["fold"] == name, "id"])
