@@ -69,43 +69,56 @@ def _order(columns: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _count_bits(mask: np.ndarray, reasons: tuple[str, ...]) -> dict[str, int]:
+    """How many entries of a bit mask have each bit set (one pass: a histogram of the mask values)."""
+    histogram = np.bincount(mask.ravel())
+    values = np.arange(len(histogram))
     counts = {}
     for bit, reason in enumerate(reasons):
-        hits = int(np.count_nonzero(mask >> bit & 1))
+        hits = int(histogram[(values >> bit & 1) == 1].sum())
         if hits:
             counts[reason] = hits
     return counts
 
 
-def _search_range(context: dict, start: int, stop: int, top: int | None, chunk: int) -> _Partial:
-    """Candidates ``start`` .. ``stop - 1`` of the grid, chunk by chunk."""
+def _evaluate(context: dict, partial: _Partial, plans: dict[str, np.ndarray], index: np.ndarray,
+              top: int | None) -> None:
+    """Evaluate valid plans, count those that do not fit, keep the fastest that do."""
+    result = evaluate(context["workload"], context["cluster"], plans, **context["fixed"],
+                      profile=context["profile"], data=context["data"])
+    fits = result["memory_fits"].astype(bool)
+    host_fits = result["memory_host_fits"].astype(bool)
+    partial.add_counts({reason: n for reason, n in (
+        (NOT_FIT, int(np.count_nonzero(~fits & host_fits))), (NOT_FIT_HOST, int(np.count_nonzero(~host_fits)))) if n})
+    partial.evaluated += len(index)
+    partial.fit += int(np.count_nonzero(fits))
+    if fits.any():
+        where = np.flatnonzero(fits)
+        columns = {name: values[where] for name, values in {**plans, **result}.items() if not isinstance(values, list)}
+        columns["index"] = index[where]
+        partial.keep(columns, top)
+
+
+def _search_range(context: dict, first: int, last: int, top: int | None, chunk: int) -> _Partial:
+    """Layouts ``first`` .. ``last - 1`` of the grid x every setting, ``chunk`` candidates at a
+    time; valid plans are evaluated in batches of at least ``chunk`` (the chain's cost per call
+    is then spread over many plans)."""
     grid, workload, cluster = context["grid"], context["workload"], context["cluster"]
-    partial = _Partial()
-    for begin in range(start, stop, chunk):
-        end = min(stop, begin + chunk)
-        plans = grid.chunk(begin, end)
+    partial, pending, pending_index = _Partial(), [], []
+    step = max(1, chunk // grid.inner_size)
+    for begin in range(first, last, step):
+        plans = grid.block(begin, min(last, begin + step))
         invalid = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
-        duplicate = grid.duplicates(plans) & (invalid == 0)
+        duplicate = np.where(invalid == 0, grid.duplicates(plans), 0)
         partial.add_counts(_count_bits(invalid, INVALID_REASONS))
         partial.add_counts(_count_bits(duplicate, DUPLICATE_REASONS))
-        keep = np.flatnonzero((invalid == 0) & (duplicate == 0))
-        if not len(keep):
-            continue
-        valid = {name: values[keep] for name, values in plans.items()}
-        result = evaluate(workload, cluster, valid, **context["fixed"], profile=context["profile"], data=context["data"])
-        fits = result["memory_fits"].astype(bool)
-        host_fits = result.get("memory_host_fits", np.ones_like(fits)).astype(bool)
-        partial.add_counts({reason: n for reason, n in (
-            (NOT_FIT, int(np.count_nonzero(~fits & host_fits))),
-            (NOT_FIT_HOST, int(np.count_nonzero(~host_fits)))) if n})
-        partial.evaluated += len(keep)
-        partial.fit += int(np.count_nonzero(fits))
-        if fits.any():
-            where = np.flatnonzero(fits)
-            columns = {name: values[where] for name, values in {**valid, **result}.items()
-                       if not isinstance(values, list)}
-            columns["index"] = begin + keep[where]
-            partial.keep(columns, top)
+        rows, columns = np.nonzero((invalid == 0) & (duplicate == 0))
+        if len(rows):
+            pending.append(grid.take(plans, rows, columns))
+            pending_index.append((begin + rows) * grid.inner_size + columns)
+        if sum(map(len, pending_index)) >= chunk or (pending and begin + step >= last):
+            _evaluate(context, partial, {name: np.concatenate([p[name] for p in pending]) for name in pending[0]},
+                      np.concatenate(pending_index), top)
+            pending, pending_index = [], []
     return partial
 
 
@@ -120,10 +133,9 @@ def _worker_range(start: int, stop: int, top: int | None, chunk: int) -> _Partia
     return _search_range(_WORKER, start, stop, top, chunk)
 
 
-def _split(size: int, parts: int, chunk: int) -> list[tuple[int, int]]:
-    """``range(size)`` in ``parts`` stretches of whole chunks (so every worker's chunks are the serial ones)."""
-    chunks = -(-size // chunk)
-    bounds = [min(size, round(chunks * i / parts) * chunk) for i in range(parts + 1)]
+def _split(layouts: int, parts: int) -> list[tuple[int, int]]:
+    """``range(layouts)`` in ``parts`` contiguous stretches."""
+    bounds = [round(layouts * i / parts) for i in range(parts + 1)]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
@@ -159,10 +171,10 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     if jobs < 1:
         raise ValueError(f"jobs = {jobs!r}; allowed: a positive integer or None (every core)")
     if jobs == 1 or grid.size < POOL_MIN_CANDIDATES:
-        total = _search_range(context, 0, grid.size, top, chunk)
+        total = _search_range(context, 0, grid.layouts, top, chunk)
     else:
         total = _Partial()
-        stretches = _split(grid.size, jobs, chunk)
+        stretches = _split(grid.layouts, jobs)
         with ProcessPoolExecutor(len(stretches), initializer=_worker_init, initargs=(context,)) as pool:
             for part in pool.map(_worker_range, *zip(*stretches), [top] * len(stretches), [chunk] * len(stretches)):
                 total.add_counts(part.counts)

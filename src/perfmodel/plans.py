@@ -205,15 +205,18 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
 
 @dataclass(frozen=True)
 class PlanGrid:
-    """The search space as independent axes, enumerated in chunks of a flat candidate index.
+    """The search space as independent axes, enumerated block by block.
 
     ``axes``: one dict per axis, field -> 1-D values (fields on one axis vary together, e.g.
-    ``recompute`` and ``recompute_every``); ``constants``: fields with one value; ``dp`` follows
-    from the GPU count (or ``fixed_dp``).  Candidate ``i`` is the C-order grid point
-    ``np.unravel_index(i, shape)``, so any split of ``range(size)`` gives the same plans.
+    ``recompute`` and ``recompute_every``); the last ``inner_axes`` of them (the settings) are
+    enumerated whole in every block, the others (the layout) a range of their flat index at a time.
+    ``constants``: fields with one value; ``dp`` follows from the GPU count (or ``fixed_dp``).
+    Candidate ``i`` is the C-order grid point ``np.unravel_index(i, shape)``: layout
+    ``i // inner_size``, settings ``i % inner_size``, so any split into blocks gives the same plans.
     """
 
     axes: tuple[dict[str, np.ndarray], ...]
+    inner_axes: int
     constants: dict[str, int]
     num_gpus: int
     fixed_dp: int | None
@@ -227,14 +230,39 @@ class PlanGrid:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    def chunk(self, start: int, stop: int) -> dict[str, np.ndarray]:
-        """Candidates ``start`` .. ``stop - 1`` as 1-D arrays of :data:`PLAN_FIELDS`."""
-        index = np.unravel_index(np.arange(start, stop, dtype=np.int64), self.shape)
-        plans = {name: values[position] for axis, position in zip(self.axes, index) for name, values in axis.items()}
-        plans.update({name: np.full(stop - start, value, dtype=np.int64) for name, value in self.constants.items()})
-        plans["dp"] = (np.full(stop - start, self.fixed_dp, dtype=np.int64) if self.fixed_dp is not None
+    @property
+    def inner_size(self) -> int:
+        """Settings per layout (candidates per unit of the layout index)."""
+        return int(np.prod(self.shape[len(self.axes) - self.inner_axes:], dtype=np.int64))
+
+    @property
+    def layouts(self) -> int:
+        return self.size // self.inner_size
+
+    def block(self, first: int, last: int) -> dict[str, np.ndarray]:
+        """Layouts ``first`` .. ``last - 1`` x every setting, as :data:`PLAN_FIELDS` arrays that
+        broadcast to ``(last - first, inner_size)`` (layout fields ``(n, 1)``, settings ``(1, m)``),
+        so :func:`check_plans` runs on the block without materialising it."""
+        split = len(self.axes) - self.inner_axes
+        outer = np.unravel_index(np.arange(first, last, dtype=np.int64), self.shape[:split])
+        inner = np.unravel_index(np.arange(self.inner_size, dtype=np.int64), self.shape[split:])
+        plans = {}
+        for axes, index, shape in ((self.axes[:split], outer, (-1, 1)), (self.axes[split:], inner, (1, -1))):
+            for axis, position in zip(axes, index):
+                plans.update({name: values[position].reshape(shape) for name, values in axis.items()})
+        plans.update({name: np.array([[value]], dtype=np.int64) for name, value in self.constants.items()})
+        plans["dp"] = (np.array([[self.fixed_dp]], dtype=np.int64) if self.fixed_dp is not None
                        else np.maximum(1, self.num_gpus // (plans["tp"] * plans["pp"] * plans["cp"])))
         return {name: plans[name] for name in PLAN_FIELDS}
+
+    @staticmethod
+    def take(plans: dict[str, np.ndarray], rows: np.ndarray, columns: np.ndarray) -> dict[str, np.ndarray]:
+        """The plans at (layout row, setting column) of a :meth:`block`, as 1-D arrays."""
+        taken = {}
+        for name, values in plans.items():
+            picked = values[rows if values.shape[0] > 1 else 0, columns if values.shape[1] > 1 else 0]
+            taken[name] = picked if np.ndim(picked) else np.full(len(rows), picked, dtype=np.int64)
+        return taken
 
     def duplicates(self, plans: dict[str, np.ndarray]) -> np.ndarray:
         """Bit mask of the reasons a candidate repeats another one (bits index :data:`DUPLICATE_REASONS`):
@@ -294,7 +322,7 @@ def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_a
             {"zero": _choices(plan.zero, [0, 1, 2, 3])}, {"sequence_parallel": sequence_parallel},
             {"offload": offload}]
     axes = tuple({name: np.asarray(values, dtype=np.int64) for name, values in axis.items()} for axis in axes)
-    return PlanGrid(axes=axes, constants={"global_batch": int(global_batch)}, num_gpus=num_gpus,
+    return PlanGrid(axes=axes, inner_axes=4, constants={"global_batch": int(global_batch)}, num_gpus=num_gpus,
                     fixed_dp=plan.dp, layers=layers)
 
 
