@@ -189,8 +189,8 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
         columns["fits"] = np.ones(len(order), dtype=bool)
         columns["recompute"] = np.array(list(RECOMPUTE_CODES))[columns["recompute"]]
         columns["offload"] = np.array(list(OFFLOAD_CODES))[columns["offload"]]
+    columns["precision"] = np.full(len(columns.get("tp", ())), fixed["precision"])
     frame = pd.DataFrame(columns)
-    frame["precision"] = fixed["precision"]
     frame.attrs.update(infeasible=total.counts, evaluated=total.evaluated, feasible=total.fit,
                        candidates=grid.size, hardware=hardware_summary(cluster), workload=workload.name)
     return frame
