@@ -103,3 +103,22 @@ def test_rank_over_a_pool_is_rank_in_one_process():
     assert serial["feasible"].any()
     with pytest.raises(ValueError, match="jobs"):
         rank("examples/gpt3-175b-whatif.yaml", **options, jobs=0)
+
+
+def test_memory_is_bounded_by_the_chunk_not_by_the_space():
+    import tracemalloc
+
+    big = {"workload": {"model": "gpt3-175b"}, "hardware": {**GPT3["hardware"], "num_gpus": 1024},
+           "plan": {"global_batch": 1536}}
+    peaks, sizes = [], []
+    for case in (GPT3, big):
+        plan_search.search(case, top=10, chunk=8192)  # op-table caches warm, as in a sweep
+        tracemalloc.start()
+        frame = plan_search.search(case, top=10, chunk=8192)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        sizes.append(frame.attrs["candidates"])
+    assert sizes[1] > 4 * sizes[0] and sizes[1] >= 10_000_000
+    # a 4x larger space in the same memory; far below one int64 per candidate and plan field
+    assert peaks[1] < 1.5 * peaks[0] + 2e6
+    assert peaks[1] < 0.05 * sizes[1] * 8 * 12
