@@ -122,3 +122,20 @@ def test_memory_is_bounded_by_the_chunk_not_by_the_space():
     # a 4x larger space in the same memory; far below one int64 per candidate and plan field
     assert peaks[1] < 1.5 * peaks[0] + 2e6
     assert peaks[1] < 0.05 * sizes[1] * 8 * 12
+
+
+@pytest.mark.parametrize("command", [["search", "examples/bert-large-8xv100.yaml", "--top", "3", "--json"],
+                                     ["rank", "examples/gpt3-175b-whatif.yaml", "--instances", "aws/p5.48xlarge",
+                                      "--nodes", "16,32", "--json"]])
+def test_jobs_flag_gives_the_same_answer(capsys, command):
+    import json
+
+    from perfmodel.cli import main
+
+    answers = []
+    for jobs in ("1", "2"):
+        assert main([*command, "--jobs", jobs]) == 0
+        answers.append(json.loads(capsys.readouterr().out))
+    assert answers[0] == answers[1]
+    assert main([*command, "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
