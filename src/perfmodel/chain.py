@@ -255,7 +255,9 @@ def _offload(inputs: ChainInputs, so_far: dict) -> dict:
     gradient shard goes to the host under ``dp_overlap`` of the last backward pass, the updated
     weights come back after the CPU step (exposed); offloaded weights are fetched for every
     micro-batch's forward and backward, prefetched under ``dp_overlap`` of its compute.  One x16
-    link per GPU at the rate of the GPU's PCIe generation."""
+    link per GPU at the rate of the GPU's PCIe generation.  Assumptions (not modelled): the CPU
+    optimizer step takes the GPU kernel's place in ``optimizer_s``, the transfers reach the link
+    rate, and they do not contend with the gradient collectives for the same overlap window."""
     codes = inputs.plans["offload"]
     zeros = np.zeros_like(inputs.degree("tp"))
     if not np.any(codes):
