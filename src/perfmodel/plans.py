@@ -153,7 +153,9 @@ POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+    """The divisors of ``n`` up to ``limit``, ascending (trial division up to sqrt(n))."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return [d for d in sorted(set(small + [n // d for d in small])) if d <= limit]
 
 
 def _choices(fixed, default: list[int]) -> list[int]:
