@@ -8,7 +8,7 @@ the cost models of :mod:`perfmodel.models`, nothing else, and can be replaced by
 :class:`ChainResult` keeps what every step produced; :func:`evaluate` returns its outputs.
 
 compute -> recompute -> tp_comm -> cp_comm -> pipeline -> dp_comm -> zero_gather -> optimizer ->
-overhead -> input -> memory (each step's docstring cites its formula).  The components of
+offload -> overhead -> input -> memory (each step's docstring cites its formula).  The components of
 ``breakdown_s`` are exposed times: they add up to ``step_time_s``.
 """
 
@@ -21,21 +21,21 @@ import numpy as np
 
 from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
-from perfmodel.models import comm, compute, datapipe, memory, recompute
+from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import FULL_PRECISIONS
 from perfmodel.workloads.ops import unique_plan_shapes
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",
-             "dp_comm", "zero_gather", "optimizer", "overhead", "input")
+             "dp_comm", "zero_gather", "optimizer", "offload", "overhead", "input")
 
 # bottleneck names of the breakdown components
 BOTTLENECK_OF = {
     "forward": "compute", "backward": "compute", "recompute": "compute",
     "tp_comm": "TP communication", "cp_comm": "CP communication", "pp_bubble": "pipeline bubble",
     "pp_comm": "PP communication", "dp_comm": "DP communication", "zero_gather": "DP communication",
-    "optimizer": "memory bandwidth", "overhead": "framework overhead", "input": "input pipeline",
+    "optimizer": "memory bandwidth", "offload": "PCIe (offload)", "overhead": "framework overhead", "input": "input pipeline",
 }
 
 # Bytes an optimizer step reads + writes per parameter it updates (memory-bound element-wise
@@ -250,19 +250,86 @@ def _input(inputs: ChainInputs, so_far: dict) -> dict:
                                                                    inputs.cluster, inputs.profile)}
 
 
+def _offload(inputs: ChainInputs, so_far: dict) -> dict:
+    """PCIe traffic of offloading (:mod:`perfmodel.models.offload`; Ren et al. 2021, Sec. 4): the
+    gradient shard goes to the host under ``dp_overlap`` of the last backward pass, the updated
+    weights come back after the CPU step (exposed); offloaded weights are fetched for every
+    micro-batch's forward and backward, prefetched under ``dp_overlap`` of its compute.  One x16
+    link per GPU at the rate of the GPU's PCIe generation.  Assumptions (not modelled): the CPU
+    optimizer step takes the GPU kernel's place in ``optimizer_s``, the transfers reach the link
+    rate, and they do not contend with the gradient collectives for the same overlap window."""
+    codes = inputs.plans["offload"]
+    zeros = np.zeros_like(inputs.degree("tp"))
+    if not np.any(codes):
+        return {"offload_s": zeros}
+    weight_b, gradient_b, optimizer_b = memory.state_bytes_per_param(inputs.precision, inputs.optimizer)
+    state = memory.model_state_bytes(so_far["params_local"], inputs.degree("dp"), inputs.plans["zero"],
+                                     inputs.precision, inputs.optimizer)
+    down, up, per_microbatch, back = offload.offload_traffic_bytes(
+        codes, state["weights"], state["optimizer"], weight_bytes_per_param=weight_b,
+        gradient_bytes_per_param=gradient_b, optimizer_bytes_per_param=optimizer_b)
+    bandwidth = offload.pcie_bandwidth_per_direction(inputs.cluster.gpu.pcie_generation)
+    profile = inputs.profile
+    hide, interference = profile.get("dp_overlap"), profile.get("overlap_interference")
+    fetch = exposed_communication(per_microbatch / bandwidth, hide * (so_far["t_fwd"] + so_far["t_bwd"]), interference)
+    step = (exposed_communication(down / bandwidth, hide * so_far["t_bwd"], interference)
+            + (up + back) / bandwidth + so_far["micro_batches"] * fetch)
+    return {"offload_s": np.where(codes > 0, step, 0.0)}
+
+
 def _memory(inputs: ChainInputs, so_far: dict) -> dict:
-    """Memory per GPU and whether it fits (:func:`perfmodel.models.memory.plan_memory`)."""
+    """Memory per GPU and whether it fits (:func:`perfmodel.models.memory.plan_memory`), less what
+    the plan offloads (:func:`perfmodel.models.offload.offload_memory`), which must fit in the
+    GPU's share of the node's host memory (catalog instance ``host_memory``; unknown: no offload)."""
     mem = memory.plan_memory(inputs.workload, inputs.cluster.gpu, inputs.plans, precision=inputs.precision,
                              optimizer=inputs.optimizer, flash_attention=inputs.flash_attention,
                              profile=inputs.profile, with_reasons=inputs.memory_reasons)
-    return {f"memory_{key}": value for key, value in mem.items()}
+    return {f"memory_{key}": value for key, value in _apply_offload(inputs, mem, inputs.plans["offload"]).items()}
+
+
+def _apply_offload(inputs: ChainInputs, mem: dict, codes: np.ndarray) -> dict:
+    """The :func:`_memory` breakdown with the offloaded bytes moved to ``host`` (per GPU) and
+    ``host_capacity`` / ``host_fits`` added; the allocator share of what left shrinks with it."""
+    _, gradient_b, optimizer_b = memory.state_bytes_per_param(inputs.precision, inputs.optimizer)
+    removed, host = offload.offload_memory(
+        codes, mem["weights"], mem["gradients"], mem["optimizer"], inputs.workload.layers / inputs.degree("pp"),
+        gradient_bytes_per_param=gradient_b, optimizer_bytes_per_param=optimizer_b)
+    mem = dict(mem)
+    moved = sum(removed.values())
+    for name, value in removed.items():
+        mem[name] = mem[name] - value
+    mem["allocator"] = mem["allocator"] - inputs.profile.get("allocator_fragmentation") * moved
+    mem["total"] = mem["total"] - moved * (1.0 + inputs.profile.get("allocator_fragmentation"))
+    mem["headroom"] = mem["capacity"] - mem["total"]
+    instance = inputs.cluster.instance
+    node_host = instance.host_memory if instance is not None and instance.host_memory is not None else np.nan
+    if not np.isfinite(offload.pcie_bandwidth_per_direction(inputs.cluster.gpu.pcie_generation)):
+        node_host = np.nan  # no PCIe rate: offloading is not priced
+    mem["host"] = host
+    mem["host_capacity"] = np.full_like(host, node_host / inputs.cluster.gpus_per_node)
+    mem["host_fits"] = (codes == 0) | (host <= mem["host_capacity"])
+    mem["fits"] = (mem["headroom"] >= 0) & mem["host_fits"]
+    if "reasons_text" in mem:
+        mem["reasons_text"] = [_offload_reasons(mem, i) for i in range(len(codes))]
+    return mem
+
+
+def _offload_reasons(mem: dict, i: int) -> list[str]:
+    reasons = memory.memory_reasons({key: mem[key][i] for key in memory.COMPONENTS + ("total", "capacity")})
+    if not mem["host_fits"][i]:
+        capacity = mem["host_capacity"][i]
+        reasons.append("offload needs the node's host memory and the GPU's PCIe generation in the catalog"
+                       if not np.isfinite(capacity) else
+                       f"offload needs {mem['host'][i] / 1e9:.1f} GB of host memory per GPU but the node "
+                       f"offers {capacity / 1e9:.1f} GB per GPU")
+    return reasons
 
 
 # the chain's steps in order; each reads the ChainInputs and what the steps before it produced
 STEPS: dict[str, Callable[[ChainInputs, dict], dict]] = {
     "compute": _compute, "recompute": _recompute, "tp_comm": _tp_comm, "cp_comm": _cp_comm,
     "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather, "optimizer": _optimizer,
-    "overhead": _overhead, "input": _input, "memory": _memory,
+    "offload": _offload, "overhead": _overhead, "input": _input, "memory": _memory,
 }
 
 

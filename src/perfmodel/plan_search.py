@@ -1,68 +1,204 @@
-"""Parallel-plan search: every valid plan the scenario leaves open, evaluated in one pass.
+"""Parallel-plan search: every plan the scenario leaves open, streamed through the chain in chunks.
 
-``search(scenario)`` enumerates tensor, pipeline, context and data parallel degrees, virtual
-pipeline stages, micro-batch sizes, recomputation strategies and ZeRO stages (every field the
-scenario's plan fixes stays fixed), drops the plans that break a rule of
-:mod:`perfmodel.plans` (counted by reason), and evaluates the rest with one call of
-:func:`perfmodel.chain.evaluate` — the same formulas as :func:`perfmodel.estimator.estimate`.
+``search(scenario)`` walks the grid of :func:`perfmodel.plans.search_grid` (tensor, pipeline,
+context and data parallel degrees, virtual pipeline stages, every micro-batch dividing the batch,
+sequence parallelism, recomputation strategies, ZeRO stages, offload; every field the scenario's
+plan fixes stays fixed) in chunks of ``chunk`` candidates: drops the plans that break a rule of
+:mod:`perfmodel.plans` or repeat another candidate (counted by reason), evaluates the rest with
+:func:`perfmodel.chain.evaluate` — the same formulas as :func:`perfmodel.estimator.estimate` —
+and keeps only the ``top`` fastest plans that fit.  Memory is bounded by the chunk and ``top``,
+whatever the size of the space.  Plans are ordered by step time, ties by candidate index, so any
+chunking and any number of worker processes (``jobs``) give the same rows.
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from perfmodel.chain import evaluate
 from perfmodel.job import hardware_summary, resolve
-from perfmodel.plans import RECOMPUTE_CODES, check_plans, count_reasons, enumerate_plans, select, settings
+from perfmodel.plans import (DUPLICATE_REASONS, INVALID_REASONS, OFFLOAD_CODES, RECOMPUTE_CODES, check_plans,
+                             search_grid, settings)
 from perfmodel.profile import default_profile
 
-__all__ = ["search", "best_estimate"]
+__all__ = ["search", "best_estimate", "default_jobs", "CHUNK"]
+
+CHUNK = 1 << 17  # candidates enumerated and checked at once (a few MB per plan field)
+NOT_FIT = "does not fit in GPU memory"
+NOT_FIT_HOST = "does not fit in host memory (offload)"
+# below this many candidates a search stays in one process (a pool costs ~0.1-0.3 s to start)
+POOL_MIN_CANDIDATES = 2_000_000
 
 
-def search(scenario, catalog=None, profile=None, *, top: int | None = None):
-    """All feasible plans, fastest first, as a pandas DataFrame.
+def default_jobs() -> int:
+    """Worker processes by default: every core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-    Columns: the plan fields, ``step_time_s`` and every breakdown component (``<name>_s``),
-    ``samples_per_s``, ``tokens_per_s``, ``tflops_per_gpu``, ``mfu``, ``hfu``, memory per GPU and
-    ``fits``.  ``frame.attrs["infeasible"]`` counts the plans dropped, by reason (plans that do not
-    fit in memory under "does not fit in GPU memory"); ``frame.attrs["evaluated"]`` is the number of
-    plans evaluated.
+
+@dataclass
+class _Partial:
+    """What one stretch of the grid leaves behind: the kept plans (columns, with their candidate
+    ``index``), counts by reason, and how many plans were evaluated and fit."""
+
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    evaluated: int = 0
+    fit: int = 0
+
+    def add_counts(self, counts: dict[str, int]) -> None:
+        for reason, count in counts.items():
+            self.counts[reason] = self.counts.get(reason, 0) + count
+
+    def keep(self, columns: dict[str, np.ndarray], top: int | None) -> None:
+        """Merge ``columns`` into the kept plans and keep the ``top`` fastest (all when None)."""
+        if self.columns:
+            columns = {name: np.concatenate([self.columns[name], columns[name]]) for name in self.columns}
+        if top is not None and len(columns["index"]) > top:
+            order = _order(columns)[:top]
+            columns = {name: values[order] for name, values in columns.items()}
+        self.columns = columns
+
+
+def _order(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Fastest first; equal step times by candidate index."""
+    return np.lexsort((columns["index"], columns["step_time_s"]))
+
+
+def _count_bits(mask: np.ndarray, reasons: tuple[str, ...]) -> dict[str, int]:
+    """How many entries of a bit mask have each bit set (one pass: a histogram of the mask values)."""
+    histogram = np.bincount(mask.ravel())
+    values = np.arange(len(histogram))
+    counts = {}
+    for bit, reason in enumerate(reasons):
+        hits = int(histogram[(values >> bit & 1) == 1].sum())
+        if hits:
+            counts[reason] = hits
+    return counts
+
+
+def _evaluate(context: dict, partial: _Partial, plans: dict[str, np.ndarray], index: np.ndarray,
+              top: int | None) -> None:
+    """Evaluate valid plans, count those that do not fit, keep the fastest that do."""
+    result = evaluate(context["workload"], context["cluster"], plans, **context["fixed"],
+                      profile=context["profile"], data=context["data"])
+    fits = result["memory_fits"].astype(bool)
+    host_fits = result["memory_host_fits"].astype(bool)
+    partial.add_counts({reason: n for reason, n in (
+        (NOT_FIT, int(np.count_nonzero(~fits & host_fits))), (NOT_FIT_HOST, int(np.count_nonzero(~host_fits)))) if n})
+    partial.evaluated += len(index)
+    partial.fit += int(np.count_nonzero(fits))
+    if fits.any():
+        where = np.flatnonzero(fits)
+        columns = {name: values[where] for name, values in {**plans, **result}.items() if not isinstance(values, list)}
+        columns["index"] = index[where]
+        partial.keep(columns, top)
+
+
+def _search_range(context: dict, first: int, last: int, top: int | None, chunk: int) -> _Partial:
+    """Layouts ``first`` .. ``last - 1`` of the grid x every setting, ``chunk`` candidates at a
+    time; valid plans are evaluated in batches of at least ``chunk`` (the chain's cost per call
+    is then spread over many plans)."""
+    grid, workload, cluster = context["grid"], context["workload"], context["cluster"]
+    partial, pending, pending_index = _Partial(), [], []
+    step = max(1, chunk // grid.inner_size)
+    for begin in range(first, last, step):
+        plans = grid.block(begin, min(last, begin + step))
+        invalid = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
+        duplicate = np.where(invalid == 0, grid.duplicates(plans), 0)
+        partial.add_counts(_count_bits(invalid, INVALID_REASONS))
+        partial.add_counts(_count_bits(duplicate, DUPLICATE_REASONS))
+        rows, columns = np.nonzero((invalid == 0) & (duplicate == 0))
+        if len(rows):
+            pending.append(grid.take(plans, rows, columns))
+            pending_index.append((begin + rows) * grid.inner_size + columns)
+        if sum(map(len, pending_index)) >= chunk or (pending and begin + step >= last):
+            _evaluate(context, partial, {name: np.concatenate([p[name] for p in pending]) for name in pending[0]},
+                      np.concatenate(pending_index), top)
+            pending, pending_index = [], []
+    return partial
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(context: dict) -> None:
+    _WORKER.update(context)
+
+
+def _worker_range(start: int, stop: int, top: int | None, chunk: int) -> _Partial:
+    return _search_range(_WORKER, start, stop, top, chunk)
+
+
+def _split(layouts: int, parts: int) -> list[tuple[int, int]]:
+    """``range(layouts)`` in ``parts`` contiguous stretches."""
+    bounds = [round(layouts * i / parts) for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def search(scenario, catalog=None, profile=None, *, top: int | None = None, chunk: int = CHUNK,
+           jobs: int | None = 1):
+    """The fastest feasible plans, fastest first, as a pandas DataFrame.
+
+    ``top``: how many plans to keep (None: every plan that fits; memory then grows with them).
+    ``chunk``: candidates per step of the stream.  ``jobs``: worker processes (None: every core,
+    :func:`default_jobs`); spaces under ``POOL_MIN_CANDIDATES`` candidates run in this process.
+
+    Columns: the plan fields (``recompute`` and ``offload`` by name), ``step_time_s`` and every
+    breakdown component (``<name>_s``), ``samples_per_s``, ``tokens_per_s``, ``tflops_per_gpu``,
+    ``mfu``, ``hfu``, memory per GPU (``memory_*``) and ``fits``.  ``frame.attrs``:
+    ``infeasible`` counts the candidates dropped, by reason (rules of :mod:`perfmodel.plans`,
+    duplicates, "does not fit in GPU memory", "does not fit in host memory (offload)");
+    ``evaluated`` the plans evaluated, ``feasible`` those that fit, ``candidates`` the size of the
+    grid.
     """
     import pandas as pd
 
+    if top is not None and top < 1:
+        raise ValueError(f"top = {top!r}; allowed: a positive integer or None")
+    if chunk < 1:
+        raise ValueError(f"chunk = {chunk!r}; allowed: a positive integer")
     scenario, workload, cluster = resolve(scenario, catalog)
-    profile = profile or default_profile()
     fixed = settings(scenario.plan, cluster.gpu)
-    precision = fixed["precision"]
-    cluster.gpu.peak(precision)
-    plans = enumerate_plans(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node,
-                            fixed["flash_attention"])
-    mask = check_plans(plans, workload, cluster.num_gpus, cluster.gpus_per_node)
-    counts = count_reasons(mask)
-    valid = select(plans, mask == 0)
-    columns = dict(valid)
-    if len(valid["tp"]):
-        columns.update(evaluate(workload, cluster, valid, **fixed, profile=profile, data=scenario.data))
-        fits = columns["memory_fits"].astype(bool)
-        if not fits.all():
-            counts["does not fit in GPU memory"] = int(np.count_nonzero(~fits))
-        order = np.flatnonzero(fits)[np.argsort(columns["step_time_s"][fits], kind="stable")]
-        columns = {name: values[order] for name, values in columns.items()}
+    cluster.gpu.peak(fixed["precision"])
+    grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
+    context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed,
+               "profile": profile or default_profile(), "data": scenario.data}
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ValueError(f"jobs = {jobs!r}; allowed: a positive integer or None (every core)")
+    if jobs == 1 or grid.size < POOL_MIN_CANDIDATES:
+        total = _search_range(context, 0, grid.layouts, top, chunk)
+    else:
+        total = _Partial()
+        stretches = _split(grid.layouts, jobs)
+        with ProcessPoolExecutor(len(stretches), initializer=_worker_init, initargs=(context,)) as pool:
+            for part in pool.map(_worker_range, *zip(*stretches), [top] * len(stretches), [chunk] * len(stretches)):
+                total.add_counts(part.counts)
+                total.evaluated += part.evaluated
+                total.fit += part.fit
+                if part.columns:
+                    total.keep(part.columns, top)
+    columns = total.columns
+    if columns:
+        order = _order(columns)
+        columns = {name: values[order] for name, values in columns.items() if name != "index"}
         columns["fits"] = np.ones(len(order), dtype=bool)
-    columns["recompute"] = np.array(list(RECOMPUTE_CODES))[columns["recompute"]]
+        columns["recompute"] = np.array(list(RECOMPUTE_CODES))[columns["recompute"]]
+        columns["offload"] = np.array(list(OFFLOAD_CODES))[columns["offload"]]
+    columns["precision"] = np.full(len(columns.get("tp", ())), fixed["precision"])
     frame = pd.DataFrame(columns)
-    frame["precision"] = precision
-    frame.attrs["infeasible"] = counts
-    frame.attrs["evaluated"] = int(len(valid["tp"]))
-    frame.attrs["candidates"] = int(mask.size)
-    frame.attrs["hardware"] = hardware_summary(cluster)
-    frame.attrs["workload"] = workload.name
-    return frame.head(top) if top else frame
+    frame.attrs.update(infeasible=total.counts, evaluated=total.evaluated, feasible=total.fit,
+                       candidates=grid.size, hardware=hardware_summary(cluster), workload=workload.name)
+    return frame
 
 
 def best_estimate(scenario, catalog=None, profile=None):
-    """The :class:`~perfmodel.estimator.Estimate` of the fastest feasible plan over every open field,
-    context parallelism and interleaving included (None if none fits)."""
+    """The :class:`~perfmodel.estimator.Estimate` of the fastest feasible plan of :func:`search`
+    (None if none fits)."""
     from perfmodel.estimator import estimate
 
     scenario, workload, cluster = resolve(scenario, catalog)
@@ -70,8 +206,9 @@ def best_estimate(scenario, catalog=None, profile=None):
     if not len(frame):
         return None
     row = frame.iloc[0]
-    fixed = {name: (row[name] if name == "recompute" else int(row[name]))
-             for name in ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")}
+    fixed = {name: (row[name] if name in ("recompute", "offload") else int(row[name]))
+             for name in ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
+                          "recompute_every", "zero", "offload")}
     fixed["sequence_parallel"] = bool(row["sequence_parallel"])
     fixed["precision"] = row["precision"]
     chosen = scenario.model_copy(update={"plan": scenario.plan.model_copy(update=fixed)})

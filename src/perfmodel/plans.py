@@ -17,17 +17,22 @@ recomputation strategies of one plan without a cluster (the memory planner).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
+from perfmodel.vocabulary import OFFLOAD_TARGETS
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
-               "recompute_every", "zero", "sequence_parallel")
+               "recompute_every", "zero", "sequence_parallel", "offload")
 
 # recompute strategies are carried as integer codes in plan arrays
 RECOMPUTE_CODES = {name: code for code, name in enumerate(RECOMPUTE)}
+# what a plan offloads to host memory, carried as integer codes (bit 0 optimizer, bit 1 weights)
+OFFLOAD_CODES = {name: code for code, name in enumerate(OFFLOAD_TARGETS)}
 # strategies that work layer by layer (transformers only); CNNs take none or sqrt (Chen et al. 2016)
 LAYER_STRATEGIES = ("selective", "full", "every_k")
 
@@ -93,6 +98,7 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str) -> dict:
         "recompute_every": plan.recompute_every or 1,
         "zero": plan.zero or 0,
         "sequence_parallel": plan.sequence_parallel if plan.sequence_parallel is not None else tp > 1,
+        "offload": plan.offload or "none",
     }
 
 
@@ -105,6 +111,10 @@ def as_arrays(plan: dict) -> dict[str, np.ndarray]:
             if value not in RECOMPUTE_CODES:
                 raise ValueError(f"plan.recompute {value!r} is unknown; allowed: {', '.join(RECOMPUTE)}")
             value = RECOMPUTE_CODES[value]
+        if field == "offload":
+            if value not in OFFLOAD_CODES:
+                raise ValueError(f"plan.offload {value!r} is unknown; allowed: {', '.join(OFFLOAD_TARGETS)}")
+            value = OFFLOAD_CODES[value]
         arrays[field] = np.atleast_1d(np.asarray(value, dtype=np.int64))
     return arrays
 
@@ -143,7 +153,9 @@ POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+    """The divisors of ``n`` up to ``limit``, ascending (trial division up to sqrt(n))."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return [d for d in sorted(set(small + [n // d for d in small])) if d <= limit]
 
 
 def _choices(fixed, default: list[int]) -> list[int]:
@@ -189,7 +201,131 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     plans["recompute_every"] = np.array(plan.recompute_every or 1, dtype=np.int64)
     sequence_parallel = plan.sequence_parallel if plan.sequence_parallel is not None else True
     plans["sequence_parallel"] = ((plans["tp"] > 1) & sequence_parallel).astype(np.int64)
+    plans["offload"] = np.array(OFFLOAD_CODES[plan.offload or "none"], dtype=np.int64)
     return {name: plans[name] for name in PLAN_FIELDS}
+
+
+@dataclass(frozen=True)
+class PlanGrid:
+    """The search space as independent axes, enumerated block by block.
+
+    ``axes``: one dict per axis, field -> 1-D values (fields on one axis vary together, e.g.
+    ``recompute`` and ``recompute_every``); the last ``inner_axes`` of them (the settings) are
+    enumerated whole in every block, the others (the layout) a range of their flat index at a time.
+    ``constants``: fields with one value; ``dp`` follows from the GPU count (or ``fixed_dp``).
+    Candidate ``i`` is the C-order grid point ``np.unravel_index(i, shape)``: layout
+    ``i // inner_size``, settings ``i % inner_size``, so any split into blocks gives the same plans.
+    """
+
+    axes: tuple[dict[str, np.ndarray], ...]
+    inner_axes: int
+    constants: dict[str, int]
+    num_gpus: int
+    fixed_dp: int | None
+    layers: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(next(iter(axis.values()))) for axis in self.axes)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def inner_size(self) -> int:
+        """Settings per layout (candidates per unit of the layout index)."""
+        return int(np.prod(self.shape[len(self.axes) - self.inner_axes:], dtype=np.int64))
+
+    @property
+    def layouts(self) -> int:
+        return self.size // self.inner_size
+
+    def block(self, first: int, last: int) -> dict[str, np.ndarray]:
+        """Layouts ``first`` .. ``last - 1`` x every setting, as :data:`PLAN_FIELDS` arrays that
+        broadcast to ``(last - first, inner_size)`` (layout fields ``(n, 1)``, settings ``(1, m)``),
+        so :func:`check_plans` runs on the block without materialising it."""
+        split = len(self.axes) - self.inner_axes
+        outer = np.unravel_index(np.arange(first, last, dtype=np.int64), self.shape[:split])
+        inner = np.unravel_index(np.arange(self.inner_size, dtype=np.int64), self.shape[split:])
+        plans = {}
+        for axes, index, shape in ((self.axes[:split], outer, (-1, 1)), (self.axes[split:], inner, (1, -1))):
+            for axis, position in zip(axes, index):
+                plans.update({name: values[position].reshape(shape) for name, values in axis.items()})
+        plans.update({name: np.array([[value]], dtype=np.int64) for name, value in self.constants.items()})
+        plans["dp"] = (np.array([[self.fixed_dp]], dtype=np.int64) if self.fixed_dp is not None
+                       else np.maximum(1, self.num_gpus // (plans["tp"] * plans["pp"] * plans["cp"])))
+        return {name: plans[name] for name in PLAN_FIELDS}
+
+    @staticmethod
+    def take(plans: dict[str, np.ndarray], rows: np.ndarray, columns: np.ndarray) -> dict[str, np.ndarray]:
+        """The plans at (layout row, setting column) of a :meth:`block`, as 1-D arrays."""
+        taken = {}
+        for name, values in plans.items():
+            picked = values[rows if values.shape[0] > 1 else 0, columns if values.shape[1] > 1 else 0]
+            taken[name] = picked if np.ndim(picked) else np.full(len(rows), picked, dtype=np.int64)
+        return taken
+
+    def duplicates(self, plans: dict[str, np.ndarray]) -> np.ndarray:
+        """Bit mask of the reasons a candidate repeats another one (bits index :data:`DUPLICATE_REASONS`):
+        sequence parallelism on without tensor parallelism, and every_k with ``k >= 2 x`` the
+        layers per stage (the same plan as ``k / 2``)."""
+        every_k = plans["recompute"] == RECOMPUTE_CODES["every_k"]
+        return ((plans["sequence_parallel"] > 0) & (plans["tp"] == 1)).astype(np.int64) | (
+            (every_k & (plans["recompute_every"] * plans["pp"] >= 2 * self.layers)).astype(np.int64) << 1)
+
+
+DUPLICATE_REASONS = (
+    "duplicate: sequence parallelism without tensor parallelism (the plan with it off)",
+    "duplicate: every_k with k at least twice the layers per stage (the plan with k/2)",
+)
+
+
+def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_attention: bool = True) -> PlanGrid:
+    """The search space of :func:`perfmodel.plan_search.search` (before validity checks).
+
+    Open fields range over: tp powers of two up to a node, cp powers of two up to 8, pp the
+    divisors of the layer count up to the GPU count, vp every divisor of the layer count (the
+    rules keep those with ``pp * vp`` dividing it), every micro-batch dividing the global batch
+    (the rules keep those dividing the per-replica batch ``global_batch / dp``), sequence
+    parallelism on and off, recomputation none / full / sqrt / every_k for k = 2, 4, 8, ... below
+    the layer count (selective too without flash attention; CNNs none / sqrt), ZeRO 0-3, and
+    offload of the optimizer state and/or the weights to host memory
+    (:data:`perfmodel.vocabulary.OFFLOAD_TARGETS`).  ``dp`` follows from the others; the global
+    batch as in :func:`enumerate_plans`.  Left out because the chain has no term for them:
+    tensor-parallel communication overlap on/off (one fitted ``tp_overlap`` for every plan) and
+    data-parallel bucket sizes.
+    """
+    transformer = workload.family == "transformer"
+    layers = workload.layers
+    node_powers = [p for p in POWERS_OF_TWO if p <= gpus_per_node]
+    tp = _choices(plan.tp, node_powers if transformer else [1])
+    cp = _choices(plan.cp, [p for p in node_powers if p <= 8] if transformer else [1])
+    pp = _choices(plan.pp, _divisors(layers, num_gpus) if transformer else [1])
+    vp = _choices(plan.vp, _divisors(layers, layers) if transformer else [1])
+    widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
+    global_batch = plan.global_batch or widest_dp * (plan.micro_batch or default_micro_batch(workload.family))
+    micro = _choices(plan.micro_batch, _divisors(global_batch, global_batch))
+    if plan.recompute:
+        every = [plan.recompute_every or (2 if plan.recompute == "every_k" else 1)]
+        recompute_options = [(plan.recompute, k) for k in every]
+    elif transformer:
+        strategies = ("none", "full", "sqrt") if flash_attention else ("none", "selective", "full", "sqrt")
+        ks = [plan.recompute_every] if plan.recompute_every else [k for k in POWERS_OF_TWO if 1 < k < layers]
+        recompute_options = [(name, 1) for name in strategies] + [("every_k", k) for k in ks]
+    else:
+        recompute_options = [("none", 1), ("sqrt", 1)]
+    sequence_parallel = ([int(plan.sequence_parallel)] if plan.sequence_parallel is not None
+                         else [0, 1] if transformer else [0])
+    offload = [OFFLOAD_CODES[plan.offload]] if plan.offload else list(OFFLOAD_CODES.values())
+    axes = [{"tp": tp}, {"pp": pp}, {"cp": cp}, {"vp": vp}, {"micro_batch": micro},
+            {"recompute": [RECOMPUTE_CODES[name] for name, _ in recompute_options],
+             "recompute_every": [k for _, k in recompute_options]},
+            {"zero": _choices(plan.zero, [0, 1, 2, 3])}, {"sequence_parallel": sequence_parallel},
+            {"offload": offload}]
+    axes = tuple({name: np.asarray(values, dtype=np.int64) for name, values in axis.items()} for axis in axes)
+    return PlanGrid(axes=axes, inner_axes=4, constants={"global_batch": int(global_batch)}, num_gpus=num_gpus,
+                    fixed_dp=plan.dp, layers=layers)
 
 
 def select(plans: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
@@ -210,8 +346,8 @@ def count_reasons(mask: np.ndarray) -> dict[str, int]:
 
 def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
     """1-D plan arrays as one dict of Python scalars per plan (recompute by name)."""
-    names = list(RECOMPUTE_CODES)
-    return [{field: (names[int(plans[field][i])] if field == "recompute" else int(plans[field][i]))
+    names = {"recompute": list(RECOMPUTE_CODES), "offload": list(OFFLOAD_CODES)}
+    return [{field: (names[field][int(plans[field][i])] if field in names else int(plans[field][i]))
              for field in PLAN_FIELDS} for i in range(len(plans["tp"]))]
 
 

@@ -44,6 +44,7 @@ import numpy as np
 from perfmodel import cost as costs
 from perfmodel.choice import choose_plan
 from perfmodel.job import run_samples
+from perfmodel.plan_search import default_jobs
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.hardware.specs import PRICINGS, Instance
 from perfmodel.models import power, preemption
@@ -89,10 +90,14 @@ def plan_label(row) -> str:
     parts[0] += "".join(f" {name.upper()}{int(row[name])}" for name in ("cp", "vp") if int(row[name]) > 1)
     if int(row["micro_batch"]) > 1:
         parts[0] += f" mb{int(row['micro_batch'])}"
-    if str(row["recompute"]) != "none":
+    if str(row["recompute"]) == "every_k":
+        parts.append(f"recompute every {int(row['recompute_every'])} layers")
+    elif str(row["recompute"]) != "none":
         parts.append(f"{row['recompute']} recompute")
     if int(row["zero"]) > 0:
         parts.append(f"ZeRO-{int(row['zero'])}")
+    if str(row.get("offload", "none")) != "none":
+        parts.append(f"{row['offload']} offloaded to host")
     return ", ".join(parts)
 
 
@@ -170,18 +175,64 @@ def _plan_row(candidate: Scenario, catalog, profile):
     return pd.Series({**choice.plan, **choice.result}), ""
 
 
+def _signature(inst: Instance, nodes: int) -> tuple:
+    """The hardware a plan choice depends on (instances that share it share the choice)."""
+    return (inst.gpu, inst.gpus_per_node, inst.intra, inst.fabric, inst.nics, inst.nic, nodes)
+
+
+def _no_network(key: str, inst: Instance, nodes: int) -> str:
+    return (f"{key} has no inter-node network in the catalog; only 1 node is possible"
+            if nodes > 1 and (inst.nic is None or inst.nics == 0) else "")
+
+
+def _choose(scenario, key, nodes, catalog, profile):
+    """(best plan row or None, reason) for one instance type and node count."""
+    candidate = scenario.model_copy(update={"hardware": HardwareSpec(instance=key, nodes=nodes)})
+    try:
+        return _plan_row(candidate, catalog, profile)
+    except ValueError as error:  # e.g. a precision this GPU lacks
+        return None, str(error).splitlines()[0]
+
+
 def _best_plan(scenario, key, inst, nodes, catalog, profile, cache):
     """(best plan row or None, reason) for one instance type and node count; cached by hardware."""
-    if nodes > 1 and (inst.nic is None or inst.nics == 0):
-        return None, f"{key} has no inter-node network in the catalog; only 1 node is possible"
-    signature = (inst.gpu, inst.gpus_per_node, inst.intra, inst.fabric, inst.nics, inst.nic, nodes)
+    reason = _no_network(key, inst, nodes)
+    if reason:
+        return None, reason
+    signature = _signature(inst, nodes)
     if signature not in cache:
-        candidate = scenario.model_copy(update={"hardware": HardwareSpec(instance=key, nodes=nodes)})
-        try:
-            cache[signature] = _plan_row(candidate, catalog, profile)
-        except ValueError as error:  # e.g. a precision this GPU lacks
-            cache[signature] = (None, str(error).splitlines()[0])
+        cache[signature] = _choose(scenario, key, nodes, catalog, profile)
     return cache[signature]
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(scenario, catalog, profile) -> None:
+    _WORKER.update(scenario=scenario, catalog=catalog, profile=profile)
+
+
+def _worker_choose(key: str, nodes: int):
+    return _choose(_WORKER["scenario"], key, nodes, _WORKER["catalog"], _WORKER["profile"])
+
+
+def _fill_cache(scenario, grid, catalog, profile, cache, jobs: int, progress) -> None:
+    """Choose the plan of every distinct hardware of ``grid`` over ``jobs`` worker processes
+    (each choice is a pure function of its inputs, so the table is the one a single process makes)."""
+    pending = {}
+    for key, inst, count in grid:
+        if not _no_network(key, inst, count):
+            pending.setdefault(_signature(inst, count), (key, count))
+    signatures = [signature for signature in pending if signature not in cache]
+    if jobs <= 1 or len(signatures) <= 1:
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(jobs, len(signatures)), initializer=_worker_init,
+                             initargs=(scenario, catalog, profile)) as pool:
+        futures = [pool.submit(_worker_choose, *pending[signature]) for signature in signatures]
+        for signature, future in zip(progress(signatures) if progress is not None else signatures, futures):
+            cache[signature] = future.result()
 
 
 def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenario, profile,
@@ -262,7 +313,8 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
          profile: CalibrationProfile | None = None, *, instances: Iterable[str] | str | None = None,
          nodes: Iterable[int] | int | None = None, objective: str = "cost",
          pricing: str | Iterable[str] | None = None, deadline=None, budget=None, max_nodes: int = 128,
-         interruptions_per_hour: float | None = None, grid_g_per_kwh: float | None = None, progress=None):
+         interruptions_per_hour: float | None = None, grid_g_per_kwh: float | None = None, progress=None,
+         jobs: int | None = 1):
     """Rank instance types x node counts (x pricings) for the scenario's job; a pandas DataFrame.
 
     ``instances``: names (``provider/name``, or a comma-separated string); default every catalog
@@ -273,7 +325,8 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     USD) mark rows over them infeasible, that reason first; they need a ``run`` section.
     ``interruptions_per_hour`` (per instance) overrides the scenario's and the provider default for
     spot; ``grid_g_per_kwh`` adds ``co2_kg``.  ``progress``: an optional wrapper of the candidate
-    iterable (e.g. a progress bar).  Rows are sorted by ``objective`` (time, cost, perf_per_dollar,
+    iterable (e.g. a progress bar).  ``jobs``: worker processes that choose the plans (None: every
+    core); the table is the same for any number.  Rows are sorted by ``objective`` (time, cost, perf_per_dollar,
     flops_per_watt, energy), feasible rows first.  See the module docstring for the columns.  A job
     no candidate can run gives only infeasible rows, each with its reasons.
     """
@@ -295,11 +348,16 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     if samples is None and (deadline is not None or budget is not None):
         raise ValueError("deadline and budget need the scenario's run section (train_tokens, "
                          "train_samples or epochs) to know the time to train")
+    if jobs is not None and (not isinstance(jobs, (int, np.integer)) or jobs < 1):
+        raise ValueError(f"jobs = {jobs!r}; allowed: a positive integer or None (every core)")
     cache: dict = {}
     rows = []
     grid = [(key, inst, count) for key, inst in _candidates(catalog, instances)
             for count in _node_counts(nodes, max_nodes)]
-    for key, inst, count in (progress(grid) if progress is not None else grid):
+    jobs = default_jobs() if jobs is None else int(jobs)
+    if jobs > 1:
+        _fill_cache(scenario, grid, catalog, profile, cache, jobs, progress)
+    for key, inst, count in (progress(grid) if progress is not None and jobs <= 1 else grid):
         gpu = catalog.gpu(inst.gpu)
         best, reason = _best_plan(scenario, key, inst, count, catalog, profile, cache)
         base = {"instance": key, "provider": inst.provider, "gpu": gpu.name, "nodes": count,

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from perfmodel.hardware.catalog import format_validation_error
 from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
-from perfmodel.vocabulary import OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
+from perfmodel.vocabulary import OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
            "ScenarioError", "load_scenario", "RECOMPUTE", "OPTIMIZERS"]
@@ -110,6 +110,8 @@ class Plan(_Section):
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
     optimizer: Literal[OPTIMIZERS] | None = None  # type: ignore[valid-type]
+    offload: Literal[OFFLOAD_TARGETS] | None = Field(  # type: ignore[valid-type]
+        None, description="state kept in host memory over PCIe (ZeRO-Offload): none, optimizer, weights, both")
 
 
 class DataSpec(_Section):

@@ -8,7 +8,7 @@ so a new precision or strategy is added here and nowhere else.
 from __future__ import annotations
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
-           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS"]
+           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
@@ -28,3 +28,6 @@ GEMM_OUTPUT_BYTES = {**ELEMENT_BYTES, "fp8": 2.0}
 # activation recomputation strategies (perfmodel.models.recompute); plan arrays carry their index
 RECOMPUTE_STRATEGIES = ("none", "selective", "full", "every_k", "sqrt")
 OPTIMIZERS = ("adam", "sgd")
+# what a plan keeps in host memory instead of GPU memory (perfmodel.models.memory.apply_offload);
+# plan arrays carry the index, whose bit 0 is the optimizer state and bit 1 the weights
+OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")

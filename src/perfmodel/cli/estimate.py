@@ -35,8 +35,14 @@ def advise(scenario, catalog, profile) -> dict:
             "smallest_change": None if change is None else {
                 "text": change["text"], "num_gpus": change["num_gpus"], "nodes": change["nodes"],
                 "plan": None if change["plan"] is None else {
-                    key: change["plan"][key] for key in ("tp", "pp", "dp", "cp", "vp", "micro_batch",
-                                                         "global_batch", "recompute", "zero")}}}
+                    key: _plain(key, change["plan"][key]) for key in (
+                        "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "recompute_every",
+                        "zero", "sequence_parallel", "offload")}}}
+
+
+def _plain(key: str, value):
+    """A search row's value as the scenario writes it (numpy integers as int, flags as bool)."""
+    return value if isinstance(value, str) else bool(value) if key == "sequence_parallel" else int(value)
 
 
 def run(args) -> int:

@@ -13,7 +13,7 @@ import os
 import sys
 import textwrap
 
-from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
+from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, int_arg, print_json, profile_from
 from perfmodel.cli.progress import progress
 from perfmodel.ranking import OBJECTIVES, answers, available_pricings, closest, rank
 from perfmodel.units import format_duration, format_money
@@ -49,6 +49,8 @@ def register(subparsers) -> None:
     parser.add_argument("-o", "--output", metavar="FIGURE",
                         help="write the time-vs-cost Pareto plot (.png, .svg, .pdf)")
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
+    parser.add_argument("--jobs", type=int_arg(1, 1024), default=None,
+                        help="worker processes choosing the plans (default: every core; the table is the same)")
     parser.set_defaults(func=run)
 
 
@@ -268,7 +270,7 @@ def run(args) -> int:
                  pricing=pricing if pricing is None or len(pricing) > 1 else pricing[0],
                  deadline=args.deadline, budget=args.budget, max_nodes=max_nodes,
                  interruptions_per_hour=rate, grid_g_per_kwh=grid,
-                 progress=lambda items: progress(items, "ranking", enabled=not quiet))
+                 progress=lambda items: progress(items, "ranking", enabled=not quiet), jobs=args.jobs)
     if figure:
         from perfmodel.plots.pareto import pareto
 
