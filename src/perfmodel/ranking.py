@@ -21,6 +21,9 @@ Columns (one row per instance x nodes x pricing):
   :func:`perfmodel.cost.spot_hold_probability`), ``spot_discount`` (1 - spot / on-demand),
   ``cost_usd_at_2x_rate`` / ``cost_usd_at_5x_rate`` (spot cost at 2x and 5x the interruption
   rate), ``flags`` (warnings such as an implausible spot discount);
+* ``time_to_train_low_s`` / ``time_to_train_high_s``: the 80 % interval of the time to train
+  (:func:`perfmodel.calibration.intervals.time_bounds`: the model's error where the estimate
+  stands); ``deadline_at_risk``: a row within the deadline whose interval reaches past it;
 * ``deadline_ratio`` / ``budget_ratio``: time / deadline and cost / budget (above 1 misses it);
 * ``price_usd_per_hour`` (whole cluster), ``price_as_of`` (the catalog snapshot), ``cost_usd``, ``gpu_hours``;
 * ``perf_per_dollar`` (achieved model TFLOP/s per $/hour), ``peak_tflops_per_dollar_hour`` (dense
@@ -42,6 +45,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from perfmodel import cost as costs
+from perfmodel.calibration.intervals import time_bounds
 from perfmodel.choice import choose_plan
 from perfmodel.job import run_samples
 from perfmodel.plan_search import default_jobs
@@ -276,8 +280,12 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
     price = price_node * nodes
     achieved = float(best["tflops_per_gpu"]) * 1e12 * num_gpus
     slowdown = ideal / wall
+    low, high = (float(v) for v in time_bounds(
+        profile, wall, gpu.architecture, num_gpus=num_gpus, model_params=workload.params,
+        seq_len=workload.tokens_per_sample or np.nan))
     row.update(
         feasible=True, reasons="", ideal_time_s=ideal, time_to_train_s=wall, checkpoint_time_s=checkpoint,
+        time_to_train_low_s=low, time_to_train_high_s=high,
         interruptions_per_hour=rate, price_usd_per_hour=price,
         cost_usd=float(costs.cost_usd(wall, price_node, nodes)),
         gpu_hours=float(costs.gpu_hours(wall, num_gpus)),
@@ -302,7 +310,8 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
 
 COLUMNS = ["instance", "provider", "gpu", "nodes", "num_gpus", "pricing", "plan", *PLAN_COLUMNS, "feasible",
            "reasons", "flags", "step_time_s", "samples_per_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-           "gpu_utilization", "basis", "ideal_time_s", "time_to_train_s", "checkpoint_time_s",
+           "gpu_utilization", "basis", "ideal_time_s", "time_to_train_s", "time_to_train_low_s",
+           "time_to_train_high_s", "deadline_at_risk", "checkpoint_time_s",
            "interruptions_per_hour", "interruptions_source", "hold_probability", "spot_discount",
            "price_usd_per_hour", "price_as_of", "cost_usd", "cost_usd_at_2x_rate", "cost_usd_at_5x_rate",
            "deadline_ratio", "budget_ratio", "gpu_hours", "perf_per_dollar", "peak_tflops_per_dollar_hour",
@@ -404,6 +413,8 @@ def _apply_limits(frame, deadline: float | None, budget: float | None) -> None:
         if limit is None:
             continue
         frame[ratio] = frame[column] / limit
+        if column == "time_to_train_s":
+            frame["deadline_at_risk"] = priced & (frame[ratio] <= 1) & (frame["time_to_train_high_s"] > limit)
         for i in np.flatnonzero((priced & (frame[ratio] > 1)).to_numpy()):
             missed[i].append(describe(frame[column].iat[i], limit))
     for i, reasons in enumerate(missed):

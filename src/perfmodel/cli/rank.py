@@ -129,7 +129,8 @@ COLUMNS = {
     "nodes": ("nodes", lambda r: str(int(r["nodes"])), True),
     "gpus": ("GPUs", lambda r: str(int(r["num_gpus"])), True),
     "pricing": ("pricing", lambda r: _pricing_name(r["pricing"]), False),
-    "time": ("time", lambda r: format_duration(r["time_to_train_s"]), True),
+    "time": ("time", lambda r: format_duration(r["time_to_train_s"]) + ("?" if r.get("deadline_at_risk") is True else ""),
+             True),
     "cost": ("cost", lambda r: format_money(r["cost_usd"], cents=False) + ("!" if r.get("flags") else ""), True),
     "per_hour": ("$/h cluster", lambda r: format_money(r["price_usd_per_hour"]), True),
     "perf": ("TFLOP/s per $/h", lambda r: _per_dollar(r["perf_per_dollar"]), True),
@@ -300,7 +301,8 @@ def run(args) -> int:
     if len(shown):
         print()
         for line in _wrap(f"By {args.objective.replace('_', ' ')}; time = expected wall time; cost = whole cluster "
-                          "(! = flagged price, see below); front * = no option both faster and cheaper:"):
+                          "(! = flagged price, see below; ? = within the deadline, but its 80 % interval reaches "
+                          "past it); front * = no option both faster and cheaper:"):
             print(line)
         names = [("plan_or_reason" if name == "plan" and args.all else name)
                  for name in (WIDE if args.wide else DEFAULT)]
