@@ -24,7 +24,7 @@ def case():
 
 
 def test_steps_are_in_the_documented_order():
-    assert list(STEPS) == ["compute", "recompute", "tp_comm", "cp_comm", "pipeline", "dp_comm", "zero_gather",
+    assert list(STEPS) == ["compute", "recompute", "tp_comm", "cp_comm", "moe_comm", "pipeline", "dp_comm", "zero_gather",
                            "optimizer", "overhead", "input", "memory"]
 
 
