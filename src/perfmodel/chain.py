@@ -23,6 +23,7 @@ from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, recompute
 from perfmodel.models.memory import activation_bytes_per_value
+from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import FULL_PRECISIONS
 from perfmodel.workloads.ops import unique_plan_shapes
@@ -106,25 +107,6 @@ class ChainResult:
 
     steps: dict[str, dict[str, Any]]
     outputs: dict[str, Any]
-
-
-def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Layers of the (first, middle, last) pipeline stages when ``pp`` stages share ``layers``.
-
-    Every stage holds ``ceil(layers / pp)`` layers, except that the first and last stages give
-    up the ``pp * ceil(layers / pp) - layers`` layers too many (the first the larger half), as
-    Megatron-LM's ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers`` and
-    Llama 3 (Dubey et al. 2024, Sec. 3.3.2: one layer less on the first and last of 16 stages
-    for 126 layers) do, so those stages also fit the embedding and the output layer.  The middle
-    count is the largest middle stage's (0 when pp < 3); pp = 1 is one stage of ``layers``.
-    """
-    pp = np.asarray(pp, dtype=float)
-    full = np.ceil(layers / pp)
-    extra = pp * full - layers
-    first = np.where(pp > 1, np.maximum(full - np.ceil(extra / 2.0), 0.0), float(layers))
-    last = np.where(pp > 1, np.maximum(full - np.floor(extra / 2.0), 0.0), float(layers))
-    middle = np.where(pp > 2, np.ceil((layers - first - last) / np.maximum(pp - 2.0, 1.0)), 0.0)
-    return first, middle, last
 
 
 def _compute(inputs: ChainInputs, so_far: dict) -> dict:
