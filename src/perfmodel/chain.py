@@ -257,7 +257,8 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
-    once = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"], profile.get("overlap_interference"))
+    once = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"],
+                                 profile.get("overlap_interference"))
     zero3 = zero3_exposed(inputs, so_far)
     return {"t_grad": t_grad, **zero3, "dp_comm_s": np.where(zero == 3, zero3["zero3_scatter_s"], once)}
 
@@ -316,7 +317,8 @@ def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
     param_bytes = so_far["params_local"] * activation_bytes_per_value(inputs.precision)
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
-    once = exposed_communication(t_gather, profile.get("dp_overlap") * so_far["t_fwd"], profile.get("overlap_interference"))
+    once = exposed_communication(t_gather, profile.get("dp_overlap") * so_far["t_fwd"],
+                                 profile.get("overlap_interference"))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
         [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}
 
@@ -358,8 +360,8 @@ def _memory(inputs: ChainInputs, so_far: dict) -> dict:
 # the chain's steps in order; each reads the ChainInputs and what the steps before it produced
 STEPS: dict[str, Callable[[ChainInputs, dict], dict]] = {
     "compute": _compute, "recompute": _recompute, "tp_comm": _tp_comm, "cp_comm": _cp_comm,
-    "moe_comm": _moe_comm, "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather, "optimizer": _optimizer,
-    "overhead": _overhead, "input": _input, "memory": _memory,
+    "moe_comm": _moe_comm, "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather,
+    "optimizer": _optimizer, "overhead": _overhead, "input": _input, "memory": _memory,
 }
 
 

@@ -251,9 +251,9 @@ def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf
     profile's ``ddp_bucket_bytes``, ``framework_memory_bytes``, ``allocator_fragmentation``.
 
     Components: weights, gradients, optimizer, activations, logits, comm_buckets (two DDP buckets
-    when ``dp > 1``, plus ``gathered_bytes``: ZeRO-3's gathered units, :func:`zero3_gathered_bytes`), framework (CUDA context and workspaces), allocator (fragmentation x all
-    tensor bytes); ``total`` is their sum, ``headroom = capacity - total`` (negative = shortfall),
-    ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
+    when ``dp > 1``, plus ``gathered_bytes``: ZeRO-3's gathered units, :func:`zero3_gathered_bytes`),
+    framework (CUDA context and workspaces), allocator (fragmentation x all tensor bytes); ``total``
+    is their sum, ``headroom = capacity - total`` (negative = shortfall), ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
     reason it does not fit, with numbers.
     """
     activations = checks.nonnegative("activations", activations)
@@ -386,8 +386,9 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
     else:
         first_params = last_params = params_local
     single = pp == 1
+    stages = (("first", first_params, first_layers), ("last", last_params, last_layers))
     gathered = {stage: zero3_gathered_bytes(params, layers, zero, precision, profile)
-                for stage, params, layers in (("first", first_params, first_layers), ("last", last_params, last_layers))}
+                for stage, params, layers in stages}
     first = memory_per_gpu(
         first_params, pipeline_inflight_microbatches(pp, m, vp, 0) * (kept["first"] + embedding) + working["first"],
         capacity, logits=np.where(single, logits, 0.0), gathered_bytes=gathered["first"], **common)
