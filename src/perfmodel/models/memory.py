@@ -253,8 +253,9 @@ def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf
     Components: weights, gradients, optimizer, activations, logits, comm_buckets (two DDP buckets
     when ``dp > 1``, plus ``gathered_bytes``: ZeRO-3's gathered units, :func:`zero3_gathered_bytes`),
     framework (CUDA context and workspaces), allocator (fragmentation x all tensor bytes); ``total``
-    is their sum, ``headroom = capacity - total`` (negative = shortfall), ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
-    reason it does not fit, with numbers.
+    is their sum, ``headroom = capacity - total`` (negative = shortfall), ``fits = headroom >= 0``.
+    ``reasons`` (scalar inputs only; ``None`` for arrays) lists every reason it does not fit, with
+    numbers.
     """
     activations = checks.nonnegative("activations", activations)
     logits = checks.nonnegative("logits", logits)
