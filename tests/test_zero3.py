@@ -42,11 +42,11 @@ def chain(workload, gpus, profile=None, **plan):
        nodes=st.sampled_from([1, 2, 8, 32]), micro_batch=st.sampled_from([1, 2, 8]),
        micro_batches=st.sampled_from([1, 2, 8]), tp=st.sampled_from([1, 2, 8, 16]),
        dp_overlap=st.floats(0.0, 1.0), zero3_overlap=st.floats(0.05, 1.0), interference=st.floats(0.0, 1.0))
-def test_zero3_is_never_faster_than_zero1(model, nodes, micro_batch, micro_batches, tp, dp_overlap, zero3_overlap,
-                                          interference):
+def test_zero3_is_never_faster_than_zero2_nor_zero2_than_zero1(model, nodes, micro_batch, micro_batches, tp,
+                                                               dp_overlap, zero3_overlap, interference):
     # Rajbhandari et al. 2020, Sec. 7: ZeRO-3 moves 3 Psi per micro-batch where ZeRO-1 moves 2 Psi per
-    # step, and hides it under less compute (one unit at a time): with communication not free it is
-    # never the faster of the two for the same plan.
+    # step, and hides it under less compute (one unit at a time); ZeRO-2 reduce-scatters every
+    # micro-batch: with communication not free none is faster than the stage below it, same plan.
     workload = get_workload(model)
     gpus = nodes * 8
     assume(tp <= gpus)
@@ -56,11 +56,20 @@ def test_zero3_is_never_faster_than_zero1(model, nodes, micro_batch, micro_batch
     plan = dict(tp=tp, dp=dp, micro_batch=micro_batch, global_batch=dp * micro_batch * micro_batches,
                 sequence_parallel=int(tp > 1))
     times = {zero: evaluate(workload, cluster(gpus), one_plan(zero=zero, **plan), profile=profile, **SETTINGS)
-             for zero in (1, 3)}
-    assert times[3]["step_time_s"][0] >= times[1]["step_time_s"][0] * (1 - 1e-12)
-    zero3_comm = times[3]["dp_comm_s"][0] + times[3]["zero_gather_s"][0]
-    zero1_comm = times[1]["dp_comm_s"][0] + times[1]["zero_gather_s"][0]
-    assert zero3_comm >= zero1_comm * (1 - 1e-12)
+             for zero in (1, 2, 3)}
+    for lower, higher in ((1, 2), (2, 3)):
+        assert times[higher]["step_time_s"][0] >= times[lower]["step_time_s"][0] * (1 - 1e-12)
+        comm_s = {zero: times[zero]["dp_comm_s"][0] + times[zero]["zero_gather_s"][0] for zero in (lower, higher)}
+        assert comm_s[higher] >= comm_s[lower] * (1 - 1e-12)
+
+
+def test_zero2_reduce_scatters_every_micro_batch_zero1_once_per_step():
+    workload, gpus = get_workload("gpt3-1.3b"), cluster(32)
+    plan = dict(dp=32, micro_batch=2, global_batch=32 * 2 * 8)
+    out = {zero: evaluate(workload, gpus, one_plan(zero=zero, **plan), profile=default_profile(), **SETTINGS)
+           for zero in (1, 2)}
+    assert out[2]["dp_comm_s"][0] == pytest.approx(8 * out[1]["dp_comm_s"][0], rel=1e-12)
+    assert out[2]["zero_gather_s"][0] == out[1]["zero_gather_s"][0]
 
 
 @pytest.mark.parametrize("micro_batches", [1, 4])

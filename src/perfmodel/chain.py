@@ -246,21 +246,24 @@ def _dp_links(inputs: ChainInputs, so_far: dict) -> tuple[np.ndarray, np.ndarray
 
 
 def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
-    """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1/2; Rajbhandari et al. 2020, Sec. 7)
+    """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1; Rajbhandari et al. 2020, Sec. 7)
     once per step in buckets under the last micro-batch's backward pass: only the part that does
-    not fit under ``dp_overlap`` of it is exposed.  ZeRO-3/FSDP reduce-scatters every unit's
-    gradients in every micro-batch instead (:func:`zero3_exposed`); its ``dp_comm_s`` is what
-    those reduce-scatters add to the parameter all-gathers of the backward pass."""
+    not fit under ``dp_overlap`` of it is exposed.  ZeRO-2 keeps only its shard of the gradients,
+    so it reduce-scatters them under every micro-batch's backward pass (DeepSpeed stage 2, PyTorch
+    FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every unit's gradients in every
+    micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what those reduce-scatters add to
+    the parameter all-gathers of the backward pass."""
     group, members_per_node, links = _dp_links(inputs, so_far)
     grad_bytes = so_far["params_local"] * inputs.profile.get("gradient_reduce_bytes")
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
-    once = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"],
-                                 profile.get("overlap_interference"))
+    per_backward = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"],
+                                         profile.get("overlap_interference"))
     zero3 = zero3_exposed(inputs, so_far)
-    return {"t_grad": t_grad, **zero3, "dp_comm_s": np.where(zero == 3, zero3["zero3_scatter_s"], once)}
+    return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
+        [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
 
 
 def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
