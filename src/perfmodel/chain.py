@@ -26,6 +26,7 @@ from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import FULL_PRECISIONS
+from perfmodel.workloads import transformer as transformer_workloads
 from perfmodel.workloads.ops import unique_plan_shapes
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "moe_comm", "pp_bubble", "pp_comm",
@@ -75,6 +76,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
+        # a mixture of experts' expert weights (all experts, as the op table holds them)
+        "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
+                          else np.zeros_like(table.total("params", placement="layer"))),
     }
     return {name: value[inverse] for name, value in terms.items()}
 
@@ -111,7 +115,8 @@ class ChainResult:
 
 def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     """Forward and backward time of one micro-batch on the slowest pipeline stage (per-op roofline,
-    :func:`perfmodel.models.compute.op_times`), the most parameters a stage holds, the layers of
+    :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
+    of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
     the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
     micro-batches per step."""
     plans, pp = inputs.plans, inputs.degree("pp")
@@ -129,10 +134,12 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
 
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
-    params_local = slowest_stage(c["layer_params"], c["pre_params"], c["post_params"])
+    ep = expert_parallel(inputs)
+    layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
+    params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
     largest = np.maximum.reduce([first, middle, last])
     return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
-            "stage_layers": largest, "stage_share": largest / layers,
+            "ep": ep, "stage_layers": largest, "stage_share": largest / layers,
             "forward_s": micro_batches * t_fwd, "backward_s": micro_batches * t_bwd}
 
 
@@ -188,30 +195,42 @@ def _moe_comm(inputs: ChainInputs, so_far: dict) -> dict:
     (Lepikhin et al. 2021, GShard, Sec. 3.2; Fedus et al. 2022, Switch Transformer, Fig. 3), two
     more where full recomputation reruns the forward pass, on the critical path (Megatron-Core's
     default token dispatcher does not overlap them).  The expert-parallel group is the
-    data-parallel ranks up to the number of experts (``gcd(dp, experts)``: each rank holds
-    ``experts / ep`` whole experts; no separate ``ep`` plan field).  Dense models: 0.
+    data-parallel ranks up to the number of experts (:func:`expert_parallel`; no separate ``ep``
+    plan field); the expert weights' gradients are reduced with the others over the whole
+    data-parallel group (a ring's time hardly depends on its size).  Dense models: 0.
 
     Bytes per all-to-all come from the workload (``moe_all_to_all_bytes`` of
     :mod:`perfmodel.workloads.transformer`: ``cf x top_k`` routed copies of each token's hidden
     vector); with sequence parallelism each tensor-parallel rank sends its ``1/tp`` of the tokens.
     """
-    tp = inputs.degree("tp")
-    shape = getattr(inputs.workload, "shape", None)
-    if inputs.workload.family != "transformer" or not getattr(shape, "moe", False):
-        return {"t_moe": np.zeros_like(tp), "moe_comm_s": np.zeros_like(tp), "ep": np.ones_like(tp)}
-    from perfmodel.workloads import transformer as transformer_workloads
-
+    tp, ep = inputs.degree("tp"), so_far["ep"]
+    if not _is_moe(inputs.workload):
+        return {"t_moe": np.zeros_like(tp), "moe_comm_s": np.zeros_like(tp)}
+    shape = inputs.workload.shape
     message = (transformer_workloads.moe_all_to_all_bytes(shape, inputs.degree("micro_batch"), inputs.degree("cp"),
                                                           inputs.precision)
                / np.where(inputs.plans["sequence_parallel"] > 0, tp, 1.0))
-    ep = np.gcd(inputs.plans["dp"], shape.experts).astype(float)
     gpus_per_node = inputs.cluster.gpus_per_node
     members_per_node = np.minimum(np.clip(gpus_per_node // (tp * inputs.degree("cp")), 1, None), ep)
     links = _shared_nics(so_far["links"], gpus_per_node / members_per_node)
     t_exchange = comm.collective_time("all_to_all", message, ep, members_per_node, **links)
     exchanges = MOE_ALL_TO_ALLS_PER_LAYER + 2.0 * so_far["recompute_share"]
     t_moe = exchanges * so_far["stage_layers"] * t_exchange
-    return {"t_moe": t_moe, "moe_comm_s": so_far["micro_batches"] * t_moe, "ep": ep}
+    return {"t_moe": t_moe, "moe_comm_s": so_far["micro_batches"] * t_moe}
+
+
+def _is_moe(workload) -> bool:
+    return workload.family == "transformer" and bool(getattr(workload.shape, "moe", False))
+
+
+def expert_parallel(inputs: ChainInputs) -> np.ndarray:
+    """Expert-parallel degree ``ep``: the data-parallel ranks, up to the number of experts, that
+    split a mixture of experts' experts between them (``gcd(dp, experts)``, so each holds whole
+    experts); 1 for dense models.  The dense weights stay replicated over them."""
+    dp = inputs.plans["dp"]
+    if not _is_moe(inputs.workload):
+        return np.ones_like(dp, dtype=float)
+    return np.gcd(dp, inputs.workload.shape.experts).astype(float)
 
 
 def _pipeline(inputs: ChainInputs, so_far: dict) -> dict:
