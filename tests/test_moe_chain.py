@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 
 from perfmodel import estimate, load_catalog
-from perfmodel.chain import BREAKDOWN, MOE_ALL_TO_ALLS_PER_LAYER, run_chain
+from perfmodel.chain import BREAKDOWN, MOE_ALL_TO_ALLS_PER_LAYER, run_chain, transformer_workloads
 from perfmodel.models import comm
 from perfmodel.plans import PLAN_FIELDS, RECOMPUTE_CODES
 from perfmodel.profile import default_profile
 from perfmodel.workloads import get_workload
-from perfmodel.workloads import transformer as transformer_workloads
 
 SETTINGS = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=default_profile())
 

@@ -14,6 +14,7 @@ overhead -> input -> memory (each step's docstring cites its formula).  The comp
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,8 +27,10 @@ from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import FULL_PRECISIONS
-from perfmodel.workloads import transformer as transformer_workloads
 from perfmodel.workloads.ops import unique_plan_shapes
+
+# the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
+transformer_workloads = importlib.import_module("perfmodel.workloads.transformer")
 
 BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "moe_comm", "pp_bubble", "pp_comm",
              "dp_comm", "zero_gather", "optimizer", "overhead", "input")
