@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel import estimate, load_catalog
 from perfmodel.chain import BREAKDOWN, run_chain
+from perfmodel.models import memory
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import PLAN_FIELDS, RECOMPUTE_CODES, check_plans, reasons_from_mask
 from perfmodel.profile import default_profile
@@ -117,3 +118,17 @@ def test_llama3_405b_tp8_pp16_fsdp_on_8192_h100_estimates():
     assert result.breakdown_s["zero_gather"] > 0 and result.breakdown_s["pp_bubble"] > 0
     assert sum(result.breakdown_s.values()) == pytest.approx(result.step_time_s, rel=1e-9)
     assert 0 < result.mfu < 1
+
+
+def test_the_largest_middle_stage_can_need_the_most_memory():
+    # 126 layers on 16 stages: the second stage holds 8 layers and 15 in-flight micro-batches (1F1B),
+    # 120 layers' activations, more than the first stage's 7 layers x 16 (plus the embedding masks)
+    workload = get_workload("llama3-405b")
+    plan = one_plan(tp=8, pp=16, dp=64, micro_batch=1, global_batch=2048, zero=1, sequence_parallel=1)
+    out = run_chain(workload, h100(8192), plan, **SETTINGS).outputs
+    shape = workload.shape
+    per_layer = memory.transformer_layer_activation_bytes(shape.seq_len, 1, shape.hidden, shape.heads, 8, 1, True,
+                                                          True, 2.0)["layer"]
+    assert out["memory_stage"][0] == "middle"
+    inflight = memory.pipeline_inflight_microbatches(16, 32, 1, 1)
+    assert out["memory_activations"][0] >= inflight * 8 * per_layer

@@ -277,7 +277,8 @@ def recompute_options(workload, plan, capacity, *, profile=None):
     from perfmodel.profile import default_profile
 
     settings = plan_settings(workload, {**_plan_dict(plan), "recompute": "none"})
-    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
+    # the largest stage's layers (stages need not divide the layers: perfmodel.models.stages)
+    layers = -(-(workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"])
     candidates = recompute.recompute_candidates(workload, layers, settings["recompute_every"])
     n = len(candidates)
     fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")

@@ -333,10 +333,12 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
     MLP, multi-head attention); CNNs use the op table's ``saved_bytes`` (``none``) or
     :func:`cnn_sqrt_activation_bytes` (``sqrt``).
 
-    First stage: ``pipeline_inflight_microbatches(stage=0)`` micro-batches of kept activations and
-    embedding-dropout masks plus one recompute working set; last stage: its own in-flight count,
-    the output layer and loss buffers.  Returns the components, ``total``, ``capacity``,
-    ``headroom``, ``fits``, ``stage`` ("first"/"last") and, when ``with_reasons`` (default: at most
+    Stages hold :func:`perfmodel.models.stages.stage_layers` layers (uneven when pp does not divide
+    them).  First stage: ``pipeline_inflight_microbatches(stage=0)`` micro-batches of kept
+    activations and embedding-dropout masks plus one recompute working set; the largest middle
+    stage (pp > 2) as the second stage, with its in-flight count; last stage: its own in-flight
+    count, the output layer and loss buffers.  Returns the components, ``total``, ``capacity``,
+    ``headroom``, ``fits``, ``stage`` ("first"/"middle"/"last") and, when ``with_reasons`` (default: at most
     1000 plans), ``reasons_text``: one list of reasons per plan.
     """
     tp, pp, dp, cp, vp, mb, gb, codes, every, zero, sp = (
@@ -366,40 +368,49 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
 
     shape = workload.shape
     bpv = activation_bytes_per_value(precision)
-    first_layers, _, last_layers = stage_layers(shape.layers, pp)
+    first_layers, middle_layers, last_layers = stage_layers(shape.layers, pp)
+    middle_layers = np.where(pp > 2, middle_layers, first_layers)  # no middle stage below pp = 3 (masked below)
     per_layer = transformer_layer_activation_bytes(shape.seq_len, mb, shape.hidden, shape.heads, tp, cp,
                                                    sp > 0, flash_attention, bpv)
     kept, working = {}, {}
-    for stage, layers in (("first", first_layers), ("last", last_layers)):
+    for stage, layers in (("first", first_layers), ("middle", middle_layers), ("last", last_layers)):
         sizes = (layers, per_layer["layer"], per_layer["selective"], per_layer["input"])
         kept[stage] = _by_strategy(codes, rc.kept_bytes, *sizes, every=every)
         working[stage] = _by_strategy(codes, rc.working_bytes, *sizes, every=every)
     embedding = embedding_dropout_bytes(shape.seq_len, mb, shape.hidden, tp, cp, sp > 0)
     logits = output_layer_bytes(shape.seq_len, mb, shape.hidden, shape.vocab, tp, cp, sp > 0, bpv)
+    single = pp == 1
     if params_local is None:
         pre = table.total("params", placement="pre")[inverse]
         post = table.total("params", placement="post")[inverse]
         per_layer_params = table.total("params", placement="layer")[inverse] / shape.layers
         tied = pre if getattr(shape, "tied_embeddings", False) else 0.0
-        first_params = np.where(pp == 1, pre + first_layers * per_layer_params + post,
-                                pre + first_layers * per_layer_params)
-        last_params = np.where(pp == 1, first_params, last_layers * per_layer_params + post + tied)
+        params = {"first": np.where(single, pre + first_layers * per_layer_params + post,
+                                    pre + first_layers * per_layer_params),
+                  "middle": middle_layers * per_layer_params}
+        params["last"] = np.where(single, params["first"], last_layers * per_layer_params + post + tied)
     else:
-        first_params = last_params = params_local
-    single = pp == 1
-    stages = (("first", first_params, first_layers), ("last", last_params, last_layers))
-    gathered = {stage: zero3_gathered_bytes(params, layers, zero, precision, profile)
-                for stage, params, layers in stages}
-    first = memory_per_gpu(
-        first_params, pipeline_inflight_microbatches(pp, m, vp, 0) * (kept["first"] + embedding) + working["first"],
-        capacity, logits=np.where(single, logits, 0.0), gathered_bytes=gathered["first"], **common)
-    last = memory_per_gpu(
-        last_params, pipeline_inflight_microbatches(pp, m, vp, pp - 1) * kept["last"] + working["last"], capacity,
-        logits=logits, gathered_bytes=gathered["last"], **common)
-    use_last = ~single & (last["total"] > first["total"])
-    result = {key: np.where(use_last, last[key], first[key]) for key in COMPONENTS + ("total", "headroom", "fits")}
-    result["capacity"] = first["capacity"]
-    result["stage"] = np.where(use_last, "last", "first")
+        params = {"first": params_local, "middle": params_local, "last": params_local}
+    layers = {"first": first_layers, "middle": middle_layers, "last": last_layers}
+    # the second stage holds the most in-flight micro-batches of the middle ones (1F1B)
+    activations = {"first": pipeline_inflight_microbatches(pp, m, vp, 0) * (kept["first"] + embedding),
+                   "middle": pipeline_inflight_microbatches(pp, m, vp, np.minimum(1, pp - 1)) * kept["middle"],
+                   "last": pipeline_inflight_microbatches(pp, m, vp, pp - 1) * kept["last"]}
+    stage_logits = {"first": np.where(single, logits, 0.0), "middle": 0.0, "last": logits}
+    stages = {stage: memory_per_gpu(
+        params[stage], activations[stage] + working[stage], capacity, logits=stage_logits[stage],
+        gathered_bytes=zero3_gathered_bytes(params[stage], layers[stage], zero, precision, profile), **common)
+        for stage in ("first", "middle", "last")}
+    # the stage that needs most (pp = 1: the first is the only one; pp = 2: no middle stage)
+    totals = np.stack(np.broadcast_arrays(stages["first"]["total"],
+                                          np.where(pp > 2, stages["middle"]["total"], -np.inf),
+                                          np.where(pp > 1, stages["last"]["total"], -np.inf)))
+    pick = np.argmax(totals, axis=0)
+    result = {key: np.choose(pick, [np.broadcast_to(stages[stage][key], pick.shape)
+                                    for stage in ("first", "middle", "last")])
+              for key in COMPONENTS + ("total", "headroom", "fits")}
+    result["capacity"] = stages["first"]["capacity"]
+    result["stage"] = np.array(["first", "middle", "last"])[pick]
     return _with_reasons(result, with_reasons)
 
 
