@@ -231,14 +231,16 @@ def gpu_capacity_bytes(memory, mig_slices=1):
     return memory / checks.count("mig_slices", mig_slices)
 
 
-def zero3_gathered_bytes(params, units, zero, precision, profile):
+def zero3_gathered_bytes(params, units, zero, dp, precision, profile):
     """ZeRO-3/FSDP buffers of gathered units (Zhao et al. 2023, PyTorch FSDP, Sec. 3.3): the unit
     computing and ``zero3_prefetch_units`` prefetched ones hold full 16-bit (or fp32) parameters,
     and one unit's unsharded gradients (``gradient_reduce_bytes`` each) wait for their
-    reduce-scatter.  ``params`` per GPU over ``units`` units (layers); 0 for ZeRO < 3."""
+    reduce-scatter.  ``params`` per GPU over ``units`` units (layers); 0 for ZeRO < 3 and for one
+    data-parallel rank (nothing is sharded, nothing gathered)."""
     unit_params = np.asarray(params, dtype=float) / np.maximum(units, 1.0)
     held = (1.0 + profile.get("zero3_prefetch_units")) * activation_bytes_per_value(precision)
-    return np.where(np.asarray(zero) == 3, unit_params * (held + profile.get("gradient_reduce_bytes")), 0.0)
+    sharded = (np.asarray(zero) == 3) & (np.asarray(dp) > 1)
+    return np.where(sharded, unit_params * (held + profile.get("gradient_reduce_bytes")), 0.0)
 
 
 def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf16", optimizer="adam",
@@ -360,9 +362,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
         segmented = cnn_sqrt_activation_bytes(saved)[1][inverse]
         acts = np.where(codes == rc.STRATEGIES.index("sqrt"), segmented, plain)
         params = table.total("params")[inverse] if params_local is None else params_local
-        result = memory_per_gpu(params, acts, capacity,
-                                gathered_bytes=zero3_gathered_bytes(params, workload.layers, zero, precision, profile),
-                                **common)
+        gathered = zero3_gathered_bytes(params, workload.layers, zero, dp, precision, profile)
+        result = memory_per_gpu(params, acts, capacity, gathered_bytes=gathered, **common)
         result["stage"] = np.full(len(tp), "first")
         return _with_reasons(result, with_reasons)
 
@@ -399,7 +400,7 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
     stage_logits = {"first": np.where(single, logits, 0.0), "middle": 0.0, "last": logits}
     stages = {stage: memory_per_gpu(
         params[stage], activations[stage] + working[stage], capacity, logits=stage_logits[stage],
-        gathered_bytes=zero3_gathered_bytes(params[stage], layers[stage], zero, precision, profile), **common)
+        gathered_bytes=zero3_gathered_bytes(params[stage], layers[stage], zero, dp, precision, profile), **common)
         for stage in ("first", "middle", "last")}
     # the stage that needs most (pp = 1: the first is the only one; pp = 2: no middle stage)
     totals = np.stack(np.broadcast_arrays(stages["first"]["total"],
