@@ -24,8 +24,8 @@ def case():
 
 
 def test_steps_are_in_the_documented_order():
-    assert list(STEPS) == ["compute", "recompute", "tp_comm", "cp_comm", "pipeline", "dp_comm", "zero_gather",
-                           "optimizer", "offload", "overhead", "input", "memory"]
+    assert list(STEPS) == ["compute", "recompute", "tp_comm", "cp_comm", "moe_comm", "pipeline", "dp_comm",
+                           "zero_gather", "optimizer", "offload", "overhead", "input", "memory"]
 
 
 def test_the_result_keeps_every_step_and_the_breakdown_adds_up(case):

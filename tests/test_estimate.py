@@ -127,8 +127,9 @@ def test_communication_vanishes_with_infinite_bandwidth(ideal_network, plan):
     ideal = estimate(scenario(**plan), catalog=catalog, profile=profile)
     check_contracts(ideal)
     assert sum(real.breakdown_s[name] for name in COMM) > 0.01 * real.step_time_s  # there was something to remove
-    # what is left is the 1 us latency floor of a few thousand collectives per step
-    assert sum(ideal.breakdown_s[name] for name in COMM) < 1e-3 * ideal.step_time_s
+    # what is left is the 1 us latency floor of a few thousand collectives per step (ZeRO-3: ~10^3
+    # bucketed all-gathers and reduce-scatters per micro-batch, each ~14 us over 128 ranks)
+    assert sum(ideal.breakdown_s[name] for name in COMM) < 2e-3 * ideal.step_time_s
     for name in ("forward", "backward", "recompute", "optimizer", "overhead"):
         assert ideal.breakdown_s[name] == pytest.approx(real.breakdown_s[name], rel=1e-12)
 
@@ -223,14 +224,16 @@ def test_precision_the_gpu_lacks_is_an_error():
 
 # --- ZeRO-1/2: the updated parameters are gathered after the optimizer step ---------------------
 
-def test_zero1_parameter_gather_cannot_hide_under_the_backward_pass():
+def test_zero1_parameter_gather_hides_only_under_the_next_forward_pass():
     # Rajbhandari et al. 2020, Sec. 5.1: after the sharded update every rank all-gathers the updated
-    # parameters, which the next forward pass needs; the step's backward pass is already over.
-    # Lower bound of that gather: (dp - 1)/dp of the 16-bit weights through one GPU's NVLink.
-    profile = default_profile().with_values(dp_overlap=1.0)
-    case = dp_scenario("gpt3-1.3b", "A100-SXM4-80GB", 8, 16)
-    case["plan"]["zero"] = 1
-    result = estimate(case, profile=profile)
+    # parameters, which the next forward pass needs (Megatron-LM's --overlap-param-gather runs it
+    # under that forward); the step's backward pass is already over.  Lower bound of that gather:
+    # (dp - 1)/dp of the 16-bit weights through one GPU's NVLink, less dp_overlap x one forward pass.
     params = get_workload("gpt3-1.3b").params
     wire_time = 7 / 8 * 2 * params / load_catalog().link("nvlink3").bandwidth_per_direction
-    assert result.breakdown_s["dp_comm"] + result.breakdown_s["zero_gather"] >= wire_time
+    for dp_overlap in (0.0, 1.0):
+        case = dp_scenario("gpt3-1.3b", "A100-SXM4-80GB", 8, 16)
+        case["plan"]["zero"] = 1
+        result = estimate(case, profile=default_profile().with_values(dp_overlap=dp_overlap))
+        one_forward = result.breakdown_s["forward"] * result.plan["micro_batch"] * 8 / result.plan["global_batch"]
+        assert result.breakdown_s["zero_gather"] >= wire_time - dp_overlap * one_forward

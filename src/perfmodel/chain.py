@@ -7,13 +7,14 @@ same code; each step is a pure function ``step(inputs, so_far) -> dict of arrays
 the cost models of :mod:`perfmodel.models`, nothing else, and can be replaced by name.  The
 :class:`ChainResult` keeps what every step produced; :func:`evaluate` returns its outputs.
 
-compute -> recompute -> tp_comm -> cp_comm -> pipeline -> dp_comm -> zero_gather -> optimizer ->
-offload -> overhead -> input -> memory (each step's docstring cites its formula).  The components of
-``breakdown_s`` are exposed times: they add up to ``step_time_s``.
+compute -> recompute -> tp_comm -> cp_comm -> moe_comm -> pipeline -> dp_comm -> zero_gather ->
+optimizer -> offload -> overhead -> input -> memory (each step's docstring cites its formula).  The
+components of ``breakdown_s`` are exposed times: they add up to ``step_time_s``.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,20 +24,28 @@ from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
+from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import FULL_PRECISIONS
 from perfmodel.workloads.ops import unique_plan_shapes
 
-BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "pp_bubble", "pp_comm",
+# the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
+transformer_workloads = importlib.import_module("perfmodel.workloads.transformer")
+
+BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "moe_comm", "pp_bubble", "pp_comm",
              "dp_comm", "zero_gather", "optimizer", "offload", "overhead", "input")
 
 # bottleneck names of the breakdown components
 BOTTLENECK_OF = {
     "forward": "compute", "backward": "compute", "recompute": "compute",
-    "tp_comm": "TP communication", "cp_comm": "CP communication", "pp_bubble": "pipeline bubble",
+    "tp_comm": "TP communication", "cp_comm": "CP communication", "moe_comm": "EP communication",
+    "pp_bubble": "pipeline bubble",
     "pp_comm": "PP communication", "dp_comm": "DP communication", "zero_gather": "DP communication",
     "optimizer": "memory bandwidth", "offload": "PCIe (offload)", "overhead": "framework overhead", "input": "input pipeline",
 }
+
+# all-to-alls per MoE layer and micro-batch: dispatch and combine forward, their gradients backward
+MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 
 # Bytes an optimizer step reads + writes per parameter it updates (memory-bound element-wise
 # kernel): Adam mixed precision reads fp32 master, m, v, fp32 grad (16) and writes master, m, v
@@ -70,6 +79,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
+        # a mixture of experts' expert weights (all experts, as the op table holds them)
+        "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
+                          else np.zeros_like(table.total("params", placement="layer"))),
     }
     return {name: value[inverse] for name, value in terms.items()}
 
@@ -106,31 +118,42 @@ class ChainResult:
 
 def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     """Forward and backward time of one micro-batch on the slowest pipeline stage (per-op roofline,
-    :func:`perfmodel.models.compute.op_times`), the parameters that stage holds, and the
+    :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
+    of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
+    the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
     micro-batches per step."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
                         inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"])
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
+    layers = inputs.workload.layers
+    first, middle, last = stage_layers(layers, pp)
     single_stage = pp == 1
-    edge_fwd = np.where(single_stage, c["pre_fwd"] + c["post_fwd"], np.maximum(c["pre_fwd"], c["post_fwd"]))
-    edge_bwd = np.where(single_stage, c["pre_bwd"] + c["post_bwd"], np.maximum(c["pre_bwd"], c["post_bwd"]))
-    t_fwd = c["layer_fwd"] / pp + edge_fwd
-    t_bwd = c["layer_bwd"] / pp + edge_bwd
-    params_local = c["layer_params"] / pp + np.where(single_stage, c["pre_params"] + c["post_params"],
-                                                     np.maximum(c["pre_params"], c["post_params"]))
+
+    def slowest_stage(per_model_layers, pre, post):
+        per_layer = per_model_layers / layers
+        return np.where(single_stage, per_model_layers + pre + post,
+                        np.maximum.reduce([first * per_layer + pre, middle * per_layer, last * per_layer + post]))
+
+    t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
+    t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
+    ep = expert_parallel(inputs)
+    layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
+    params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
+    largest = np.maximum.reduce([first, middle, last])
     return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
+            "ep": ep, "stage_layers": largest, "stage_share": largest / layers,
             "forward_s": micro_batches * t_fwd, "backward_s": micro_batches * t_bwd}
 
 
 def _recompute(inputs: ChainInputs, so_far: dict) -> dict:
     """Forward work rerun in the backward pass: a share of the stage's layers (full, every_k,
     sqrt), or the attention core (selective; flash attention's backward already recomputes it)."""
-    pp, strategy = inputs.degree("pp"), inputs.plans["recompute"]
-    share = recompute.recompute_forward_share(strategy, RECOMPUTE_CODES, layers=inputs.workload.layers / pp,
+    strategy = inputs.plans["recompute"]
+    share = recompute.recompute_forward_share(strategy, RECOMPUTE_CODES, layers=so_far["stage_layers"],
                                               every=inputs.plans["recompute_every"])
     selective = (strategy == RECOMPUTE_CODES["selective"]) & (not inputs.flash_attention)
-    t_recompute = np.where(selective, so_far["attn_fwd"], share * so_far["layer_fwd"]) / pp
+    t_recompute = np.where(selective, so_far["attn_fwd"], share * so_far["layer_fwd"]) * so_far["stage_share"]
     return {"recompute_share": share, "selective": selective, "t_recompute": t_recompute,
             "recompute_s": so_far["micro_batches"] * t_recompute}
 
@@ -139,37 +162,84 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     """Megatron-LM's two all-reduces per layer in the forward and two in the backward pass
     (Shoeybi et al. 2019, Fig. 3), or the equivalent reduce-scatter + all-gather pairs with
     sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2); two more in the forward pass that
-    full recomputation repeats; ``tp_overlap`` of it hidden."""
+    full recomputation repeats; ``tp_overlap`` of it hidden.  A TP group wider than a node runs
+    its collectives over the inter-node network (legal, slow)."""
     tp = inputs.degree("tp")
     if inputs.workload.family != "transformer":
         return {"t_tp": np.zeros_like(tp), "tp_comm_s": np.zeros_like(tp)}
     shape = inputs.workload.shape
     tp_message = _tokens_per_rank(inputs) * shape.hidden * activation_bytes_per_value(inputs.precision)
     tp_collectives = 4.0 + 2.0 * so_far["recompute_share"]  # recomputed layers repeat their forward pair
-    t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, tp, **so_far["links"])
-    t_tp = (1.0 - inputs.profile.get("tp_overlap")) * tp_collectives * shape.layers / inputs.degree("pp") * t_tp_layer
+    members_per_node = np.minimum(tp, inputs.cluster.gpus_per_node)
+    t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, members_per_node, **so_far["links"])
+    t_tp = (1.0 - inputs.profile.get("tp_overlap")) * tp_collectives * so_far["stage_layers"] * t_tp_layer
     return {"t_tp": t_tp, "tp_comm_s": so_far["micro_batches"] * t_tp}
 
 
 def _cp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     """Ring-attention key/value exchange of context parallelism, exposed where it outlasts the
     attention it overlaps."""
-    tp, cp, pp = inputs.degree("tp"), inputs.degree("cp"), inputs.degree("pp")
+    tp, cp = inputs.degree("tp"), inputs.degree("cp")
     if inputs.workload.family != "transformer":
         return {"t_cp": np.zeros_like(tp), "cp_comm_s": np.zeros_like(tp)}
     shape, cluster = inputs.workload.shape, inputs.cluster
     kv_message = (2.0 * _tokens_per_rank(inputs) * shape.kv_heads * (shape.hidden / shape.heads) / tp
                   * activation_bytes_per_value(inputs.precision))
     cp_inter = tp * cp > cluster.gpus_per_node
-    t_cp_transfer = 3.0 * (cp - 1) * (shape.layers / pp) * comm.p2p_time(
+    t_cp_transfer = 3.0 * (cp - 1) * so_far["stage_layers"] * comm.p2p_time(
         kv_message, **_p2p_link(so_far["links"], cp_inter, cluster.gpus_per_node))
-    t_cp = np.maximum(0.0, t_cp_transfer - 3.0 * so_far["attn_fwd"] / pp) * (cp > 1)
+    t_cp = np.maximum(0.0, t_cp_transfer - 3.0 * so_far["attn_fwd"] * so_far["stage_share"]) * (cp > 1)
     return {"t_cp": t_cp, "cp_comm_s": so_far["micro_batches"] * t_cp}
+
+
+def _moe_comm(inputs: ChainInputs, so_far: dict) -> dict:
+    """Mixture-of-experts token exchange: per MoE layer and micro-batch an all-to-all dispatch and
+    an all-to-all combine in the forward pass and their two gradients in the backward pass
+    (Lepikhin et al. 2021, GShard, Sec. 3.2; Fedus et al. 2022, Switch Transformer, Fig. 3), two
+    more where full recomputation reruns the forward pass, on the critical path (Megatron-Core's
+    default token dispatcher does not overlap them).  The expert-parallel group is the
+    data-parallel ranks up to the number of experts (:func:`expert_parallel`; no separate ``ep``
+    plan field); the expert weights' gradients are reduced with the others over the whole
+    data-parallel group (a ring's time hardly depends on its size).  Dense models: 0.
+
+    Bytes per all-to-all come from the workload (``moe_all_to_all_bytes`` of
+    :mod:`perfmodel.workloads.transformer`: ``cf x top_k`` routed copies of each token's hidden
+    vector); with sequence parallelism each tensor-parallel rank sends its ``1/tp`` of the tokens.
+    """
+    tp, ep = inputs.degree("tp"), so_far["ep"]
+    if not _is_moe(inputs.workload):
+        return {"t_moe": np.zeros_like(tp), "moe_comm_s": np.zeros_like(tp)}
+    shape = inputs.workload.shape
+    message = (transformer_workloads.moe_all_to_all_bytes(shape, inputs.degree("micro_batch"), inputs.degree("cp"),
+                                                          inputs.precision)
+               / np.where(inputs.plans["sequence_parallel"] > 0, tp, 1.0))
+    gpus_per_node = inputs.cluster.gpus_per_node
+    members_per_node = np.minimum(np.clip(gpus_per_node // (tp * inputs.degree("cp")), 1, None), ep)
+    links = _shared_nics(so_far["links"], gpus_per_node / members_per_node)
+    t_exchange = comm.collective_time("all_to_all", message, ep, members_per_node, **links)
+    exchanges = MOE_ALL_TO_ALLS_PER_LAYER + 2.0 * so_far["recompute_share"]
+    t_moe = exchanges * so_far["stage_layers"] * t_exchange
+    return {"t_moe": t_moe, "moe_comm_s": so_far["micro_batches"] * t_moe}
+
+
+def _is_moe(workload) -> bool:
+    return workload.family == "transformer" and bool(getattr(workload.shape, "moe", False))
+
+
+def expert_parallel(inputs: ChainInputs) -> np.ndarray:
+    """Expert-parallel degree ``ep``: the data-parallel ranks, up to the number of experts, that
+    split a mixture of experts' experts between them (``gcd(dp, experts)``, so each holds whole
+    experts); 1 for dense models.  The dense weights stay replicated over them."""
+    dp = inputs.plans["dp"]
+    if not _is_moe(inputs.workload):
+        return np.ones_like(dp, dtype=float)
+    return np.gcd(dp, inputs.workload.shape.experts).astype(float)
 
 
 def _pipeline(inputs: ChainInputs, so_far: dict) -> dict:
     """1F1B bubble (p - 1)/m of the ideal time, interleaved (p - 1)/(v m) (Narayanan et al. 2021,
-    Sec. 2.2), and the stage-to-stage activation sends."""
+    Sec. 2.2), and the stage-to-stage activation sends.  The slowest (largest) stage's micro-batch
+    time sets the pace (:func:`stage_layers`)."""
     tp, pp, dp, cp, vp = (inputs.degree(name) for name in ("tp", "pp", "dp", "cp", "vp"))
     cluster = inputs.cluster
     if inputs.workload.family == "transformer":
@@ -180,7 +250,8 @@ def _pipeline(inputs: ChainInputs, so_far: dict) -> dict:
         t_pp_send = comm.p2p_time(pp_message, **_p2p_link(so_far["links"], pp_inter, cluster.gpus_per_node))
     else:
         t_pp_send = np.zeros_like(tp)
-    t_microbatch = so_far["t_fwd"] + so_far["t_bwd"] + so_far["t_recompute"] + so_far["t_tp"] + so_far["t_cp"]
+    t_microbatch = (so_far["t_fwd"] + so_far["t_bwd"] + so_far["t_recompute"] + so_far["t_tp"] + so_far["t_cp"]
+                    + so_far["t_moe"])
     return {"t_pp_send": t_pp_send, "t_microbatch": t_microbatch,
             "pp_bubble_s": (pp - 1.0) / vp * t_microbatch,
             "pp_comm_s": np.where(pp > 1, 2.0 * vp * so_far["micro_batches"] * t_pp_send, 0.0)}
@@ -197,31 +268,84 @@ def _dp_links(inputs: ChainInputs, so_far: dict) -> tuple[np.ndarray, np.ndarray
 
 
 def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
-    """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1/2/3; Rajbhandari et al. 2020,
-    Sec. 7) in buckets under the last micro-batch's backward pass: only the part that does not fit
-    under ``dp_overlap`` of it is exposed."""
+    """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1; Rajbhandari et al. 2020, Sec. 7)
+    once per step in buckets under the last micro-batch's backward pass: only the part that does
+    not fit under ``dp_overlap`` of it is exposed.  ZeRO-2 keeps only its shard of the gradients,
+    so it reduce-scatters them under every micro-batch's backward pass (DeepSpeed stage 2, PyTorch
+    FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every unit's gradients in every
+    micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what those reduce-scatters add to
+    the parameter all-gathers of the backward pass."""
     group, members_per_node, links = _dp_links(inputs, so_far)
     grad_bytes = so_far["params_local"] * inputs.profile.get("gradient_reduce_bytes")
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
-    t_grad = np.where(inputs.plans["zero"] == 0, t_allreduce, t_scatter)
+    zero, profile = inputs.plans["zero"], inputs.profile
+    t_grad = np.where(zero == 0, t_allreduce, t_scatter)
+    per_backward = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"],
+                                         profile.get("overlap_interference"))
+    zero3 = zero3_exposed(inputs, so_far)
+    return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
+        [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
+
+
+def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
+    """Exposed seconds per step of ZeRO-3 / FSDP as it runs (Rajbhandari et al. 2020, Sec. 7.2.2;
+    Zhao et al. 2023, PyTorch FSDP, Sec. 3.3): in every micro-batch each of the stage's ``n``
+    units (layers; the embedding and output layer share them) all-gathers its parameters (in
+    collectives of at most ``zero3_gather_bucket_params``, DeepSpeed's prefetch bucket) before
+    its forward, again before its backward, and reduce-scatters its gradients after it: 3 x the
+    parameter bytes per micro-batch where ZeRO-1 moves 2 x per step (Sec. 7: 3 Psi vs 2 Psi).
+
+    With ``zero3_prefetch_units`` >= 1 the next unit's all-gather runs under the current unit's
+    compute (forward: ``A`` under ``t_f``; backward: all-gather + reduce-scatter ``A + R`` under
+    ``t_b``), each hiding under ``zero3_overlap x dp_overlap`` of it
+    (:func:`exposed_communication`); the first unit's gathers and the last reduce-scatter have
+    nothing to hide under.  Per micro-batch::
+
+        forward  = A + (n - 1) X(A, h t_f)
+        backward = A + (n - 1) X(A + R, h t_b) + R
+
+    and a pipeline runs ``m + (pp - 1)/vp`` micro-batch slots, bubble included.  Without prefetch
+    (0 units) every collective is exposed.  Returns ``zero3_gather_s`` (all-gathers) and
+    ``zero3_scatter_s`` (what the reduce-scatters add), both 0 for plans with ZeRO < 3.
+    """
+    group, members_per_node, links = _dp_links(inputs, so_far)
     profile = inputs.profile
-    return {"t_grad": t_grad, "dp_comm_s": exposed_communication(
-        t_grad, profile.get("dp_overlap") * so_far["t_bwd"], profile.get("overlap_interference"))}
+    units = np.maximum(so_far["stage_layers"], 1.0)
+    unit_params = so_far["params_local"] / units
+    gathers = np.ceil(unit_params / profile.get("zero3_gather_bucket_params"))
+    t_ag = gathers * comm.collective_time(
+        "all_gather", unit_params / gathers * activation_bytes_per_value(inputs.precision), group, members_per_node,
+        **links)
+    t_rs = comm.collective_time("reduce_scatter", unit_params * profile.get("gradient_reduce_bytes"),
+                                group, members_per_node, **links)
+    prefetch = profile.get("zero3_prefetch_units") >= 1.0
+    hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")
+    interference = profile.get("overlap_interference")
+    t_f, t_b = so_far["t_fwd"] / units, so_far["t_bwd"] / units
+    forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference)
+    backward_gather = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_b, interference)
+    backward = t_ag + (units - 1.0) * exposed_communication(t_ag + t_rs, hide * t_b, interference) + t_rs
+    slots = so_far["micro_batches"] + (inputs.degree("pp") - 1.0) / inputs.degree("vp")
+    zero3 = inputs.plans["zero"] == 3
+    return {"t_zero3_gather": t_ag, "t_zero3_scatter": t_rs,
+            "zero3_gather_s": np.where(zero3, slots * (forward + backward_gather), 0.0),
+            "zero3_scatter_s": np.where(zero3, slots * (backward - backward_gather), 0.0)}
 
 
 def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
-    """Parameter all-gathers: ZeRO-1/2 gather the updated shards after the optimizer step (nothing
-    left to hide them under); ZeRO-3/FSDP gathers them before every micro-batch's forward and
-    backward, prefetched under ``dp_overlap`` of that compute."""
+    """Parameter all-gathers: ZeRO-1/2 gather the updated shards once per step, under ``dp_overlap``
+    of the next step's first forward pass (Megatron-LM's distributed optimizer with
+    ``--overlap-param-gather``); ZeRO-3/FSDP gathers every unit before every micro-batch's forward
+    and backward pass (:func:`zero3_exposed`)."""
     group, members_per_node, links = _dp_links(inputs, so_far)
     param_bytes = so_far["params_local"] * activation_bytes_per_value(inputs.precision)
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
-    per_microbatch = exposed_communication(2.0 * t_gather, profile.get("dp_overlap") * (so_far["t_fwd"] + so_far["t_bwd"]),
-                                           profile.get("overlap_interference"))
+    once = exposed_communication(t_gather, profile.get("dp_overlap") * so_far["t_fwd"],
+                                 profile.get("overlap_interference"))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
-        [zero == 3, zero >= 1], [so_far["micro_batches"] * per_microbatch, t_gather], 0.0)}
+        [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}
 
 
 def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
@@ -328,8 +452,8 @@ def _offload_reasons(mem: dict, i: int) -> list[str]:
 # the chain's steps in order; each reads the ChainInputs and what the steps before it produced
 STEPS: dict[str, Callable[[ChainInputs, dict], dict]] = {
     "compute": _compute, "recompute": _recompute, "tp_comm": _tp_comm, "cp_comm": _cp_comm,
-    "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather, "optimizer": _optimizer,
-    "offload": _offload, "overhead": _overhead, "input": _input, "memory": _memory,
+    "moe_comm": _moe_comm, "pipeline": _pipeline, "dp_comm": _dp_comm, "zero_gather": _zero_gather,
+    "optimizer": _optimizer, "offload": _offload, "overhead": _overhead, "input": _input, "memory": _memory,
 }
 
 

@@ -302,6 +302,27 @@ _TABLE = (
               "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
               "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
               "not free; fitted by calibrate()"),
+    Parameter("zero3_overlap", 0.8, 0.05, 1.0, "fraction of dp_overlap",
+              "share of dp_overlap a ZeRO-3/FSDP unit's parameter all-gather and gradient "
+              "reduce-scatter keep: they hide under the compute of one unit (layer) at a time, "
+              "not under a whole pass",
+              "prior (assumption, shown as one): FSDP issues each unit's all-gather one unit ahead "
+              "(backward_prefetch BACKWARD_PRE, limit_all_gathers; Zhao et al. 2023, PyTorch FSDP, "
+              "Sec. 3.3-4.2) and DeepSpeed stage 3 prefetches stage3_prefetch_bucket_size ahead, so "
+              "allocation waits and the rate limiter leave less room than a bucketed DDP all-reduce; "
+              "fitted by calibrate()"),
+    Parameter("zero3_prefetch_units", 1.0, 0.0, 4.0, "units (layers)",
+              "ZeRO-3/FSDP units whose parameters are gathered ahead of the one computing "
+              "(0: no prefetch, every gather exposed); each holds a gathered copy in memory",
+              "PyTorch FSDP default backward_prefetch=BACKWARD_PRE prefetches the next unit "
+              "(torch.distributed.fsdp.BackwardPrefetch docs); FSDP2 prefetches one unit in forward "
+              "and backward by default; a framework setting, not fitted"),
+    Parameter("zero3_gather_bucket_params", 5e7, 1e6, 1e10, "parameters",
+              "most parameters one ZeRO-3 all-gather collects: a unit larger than this is gathered "
+              "in several collectives, each paying the group's ring latency",
+              "DeepSpeed ZeRO stage 3 default stage3_prefetch_bucket_size = 5e7 (deepspeed.ai/docs/"
+              "config-json, ZeRO optimizations); PyTorch FSDP gathers one whole unit (a larger "
+              "value); a framework setting, not fitted"),
     Parameter("tp_overlap", 0.0, 0.0, 0.9, "fraction",
               "share of tensor-parallel communication hidden under compute",
               "Megatron-LM default runs TP collectives on the critical path (no comm/GEMM overlap); "

@@ -40,12 +40,11 @@ INVALID_REASONS = (
     "tp*pp*cp*dp does not equal the number of GPUs",
     "tp does not divide the attention heads",
     "tp does not divide the key/value heads",
-    "pp*vp does not divide the layers",
+    "pp exceeds the layers (every pipeline stage needs a layer)",
     "dp*micro_batch does not divide the global batch",
-    "tp exceeds the GPUs of one node (tensor parallelism stays inside a node)",
+    "interleaving (vp > 1) needs pp*vp to divide the layers (equal model chunks)",
     "cp does not divide the sequence length",
     "interleaving (vp > 1) needs pipeline parallelism (pp > 1)",
-    "ZeRO stage 2/3 with pipeline parallelism is not supported",
     "tensor/pipeline/context parallelism needs a transformer",
     "recompute 'selective', 'full' or 'every_k' needs a transformer (CNNs: none or sqrt)",
 )
@@ -121,7 +120,13 @@ def as_arrays(plan: dict) -> dict[str, np.ndarray]:
 
 def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gpus_per_node: int | None) -> np.ndarray:
     """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``.  Without a
-    cluster (``num_gpus`` / ``gpus_per_node`` None) the rules that need one are skipped."""
+    cluster (``num_gpus`` None) the rule that needs one is skipped.
+
+    Allowed, as practitioners run them: pipeline stages that do not divide the layers (the first
+    and last stages hold fewer; :func:`perfmodel.models.stages.stage_layers`) unless interleaved;
+    ZeRO-2/3 (FSDP) on the data-parallel axis together with tensor and pipeline parallelism
+    (Llama 3's 4D parallelism, Dubey et al. 2024, Sec. 3.3.2); tensor parallelism wider than a
+    node (its collectives then cross the inter-node network), so no rule reads ``gpus_per_node``."""
     tp, pp, dp, cp, vp = (plans[k] for k in ("tp", "pp", "dp", "cp", "vp"))
     transformer = workload.family == "transformer"
     shape = workload.shape
@@ -129,16 +134,17 @@ def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gp
         (tp * pp * cp * dp != num_gpus) if num_gpus is not None else np.zeros_like(tp, dtype=bool),
         (shape.heads % tp != 0) if transformer else np.zeros_like(tp, dtype=bool),
         (shape.kv_heads % tp != 0) & (tp % shape.kv_heads != 0) if transformer else np.zeros_like(tp, dtype=bool),
-        workload.layers % (pp * vp) != 0,
+        pp > workload.layers,
         plans["global_batch"] % (dp * plans["micro_batch"]) != 0,
-        (tp > gpus_per_node) if gpus_per_node is not None else np.zeros_like(tp, dtype=bool),
+        (vp > 1) & (workload.layers % (pp * vp) != 0),
         (shape.seq_len % cp != 0) if transformer else np.zeros_like(cp, dtype=bool),
         (vp > 1) & (pp == 1),
-        (plans["zero"] >= 2) & (pp > 1),
         ((tp > 1) | (pp > 1) | (cp > 1)) & (not transformer),
         np.isin(plans["recompute"], [RECOMPUTE_CODES[name] for name in LAYER_STRATEGIES]) & (not transformer),
     ]
-    mask = np.zeros(np.broadcast(*rules).shape, dtype=np.int64)
+    # shaped like the whole plan grid, also along axes (zero, recompute_every) no rule reads
+    mask = np.zeros(np.broadcast_shapes(*(np.shape(rule) for rule in rules),
+                                        *(np.shape(values) for values in plans.values())), dtype=np.int64)
     for bit, rule in enumerate(rules):
         mask |= np.asarray(rule, dtype=np.int64) << bit
     return mask
@@ -407,7 +413,8 @@ def recompute_options(workload, plan, capacity, *, profile=None):
     from perfmodel.profile import default_profile
 
     settings = plan_settings(workload, {**_plan_dict(plan), "recompute": "none"})
-    layers = (workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"]
+    # the largest stage's layers (stages need not divide the layers: perfmodel.models.stages)
+    layers = -(-(workload.shape.layers if workload.family == "transformer" else workload.layers) // settings["pp"])
     candidates = recompute.recompute_candidates(workload, layers, settings["recompute_every"])
     n = len(candidates)
     fields = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "zero")

@@ -55,7 +55,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "nvls_bandwidth_efficiency", "nvls_latency", "pipeline_fill")),
     ("train", ("train",),
      ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
-      "elementwise_fusion", "dp_overlap", "overlap_interference",
+      "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
       "tp_overlap", "step_overhead")),
 )
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from perfmodel.models import checks
 from perfmodel.models import recompute as rc
+from perfmodel.models.stages import stage_layers
 from perfmodel.workloads.ops import unique_plan_shapes
 from perfmodel.units import format_quantity
 from perfmodel.vocabulary import ACTIVATION_BYTES, FULL_PRECISIONS, MIXED_PRECISIONS, OPTIMIZERS
@@ -29,7 +30,7 @@ __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per
            "transformer_activation_bytes", "transformer_recompute_working_bytes",
            "pipeline_inflight_microbatches", "embedding_dropout_bytes", "output_layer_bytes",
            "cnn_activation_bytes", "cnn_sqrt_activation_bytes", "gpu_capacity_bytes",
-           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_memory"]
+           "memory_per_gpu", "memory_reasons", "COMPONENTS", "plan_memory", "zero3_gathered_bytes"]
 
 
 _STATE = {  # (weights, gradients, optimizer) bytes per parameter
@@ -230,8 +231,20 @@ def gpu_capacity_bytes(memory, mig_slices=1):
     return memory / checks.count("mig_slices", mig_slices)
 
 
+def zero3_gathered_bytes(params, units, zero, dp, precision, profile):
+    """ZeRO-3/FSDP buffers of gathered units (Zhao et al. 2023, PyTorch FSDP, Sec. 3.3): the unit
+    computing and ``zero3_prefetch_units`` prefetched ones hold full 16-bit (or fp32) parameters,
+    and one unit's unsharded gradients (``gradient_reduce_bytes`` each) wait for their
+    reduce-scatter.  ``params`` per GPU over ``units`` units (layers); 0 for ZeRO < 3 and for one
+    data-parallel rank (nothing is sharded, nothing gathered)."""
+    unit_params = np.asarray(params, dtype=float) / np.maximum(units, 1.0)
+    held = (1.0 + profile.get("zero3_prefetch_units")) * activation_bytes_per_value(precision)
+    sharded = (np.asarray(zero) == 3) & (np.asarray(dp) > 1)
+    return np.where(sharded, unit_params * (held + profile.get("gradient_reduce_bytes")), 0.0)
+
+
 def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf16", optimizer="adam",
-                   logits=0.0, bucket_bytes, framework_bytes, fragmentation) -> dict:
+                   logits=0.0, bucket_bytes, framework_bytes, fragmentation, gathered_bytes=0.0) -> dict:
     """Memory per GPU by component, in bytes, and whether it fits in ``capacity``.
 
     ``params``: parameters on this GPU after TP/PP; ``activations``: activation bytes with the
@@ -240,10 +253,11 @@ def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf
     profile's ``ddp_bucket_bytes``, ``framework_memory_bytes``, ``allocator_fragmentation``.
 
     Components: weights, gradients, optimizer, activations, logits, comm_buckets (two DDP buckets
-    when ``dp > 1``), framework (CUDA context and workspaces), allocator (fragmentation x all
-    tensor bytes); ``total`` is their sum, ``headroom = capacity - total`` (negative = shortfall),
-    ``fits = headroom >= 0``.  ``reasons`` (scalar inputs only; ``None`` for arrays) lists every
-    reason it does not fit, with numbers.
+    when ``dp > 1``, plus ``gathered_bytes``: ZeRO-3's gathered units, :func:`zero3_gathered_bytes`),
+    framework (CUDA context and workspaces), allocator (fragmentation x all tensor bytes); ``total``
+    is their sum, ``headroom = capacity - total`` (negative = shortfall), ``fits = headroom >= 0``.
+    ``reasons`` (scalar inputs only; ``None`` for arrays) lists every reason it does not fit, with
+    numbers.
     """
     activations = checks.nonnegative("activations", activations)
     logits = checks.nonnegative("logits", logits)
@@ -252,7 +266,8 @@ def memory_per_gpu(params, activations, capacity, *, dp=1, zero=0, precision="bf
     result = model_state_bytes(params, dp, zero, precision, optimizer)
     result["activations"] = activations + 0.0
     result["logits"] = logits + 0.0
-    result["comm_buckets"] = np.where(np.asarray(dp) > 1, 2.0 * bucket_bytes, 0.0)
+    result["comm_buckets"] = np.where(np.asarray(dp) > 1, 2.0 * bucket_bytes, 0.0) + checks.nonnegative(
+        "gathered_bytes", gathered_bytes)
     tensors = sum(result.values())
     result["framework"] = checks.nonnegative("framework_bytes", framework_bytes) + 0.0
     result["allocator"] = fragmentation * tensors
@@ -320,10 +335,12 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
     MLP, multi-head attention); CNNs use the op table's ``saved_bytes`` (``none``) or
     :func:`cnn_sqrt_activation_bytes` (``sqrt``).
 
-    First stage: ``pipeline_inflight_microbatches(stage=0)`` micro-batches of kept activations and
-    embedding-dropout masks plus one recompute working set; last stage: its own in-flight count,
-    the output layer and loss buffers.  Returns the components, ``total``, ``capacity``,
-    ``headroom``, ``fits``, ``stage`` ("first"/"last") and, when ``with_reasons`` (default: at most
+    Stages hold :func:`perfmodel.models.stages.stage_layers` layers (uneven when pp does not divide
+    them).  First stage: ``pipeline_inflight_microbatches(stage=0)`` micro-batches of kept
+    activations and embedding-dropout masks plus one recompute working set; the largest middle
+    stage (pp > 2) as the second stage, with its in-flight count; last stage: its own in-flight
+    count, the output layer and loss buffers.  Returns the components, ``total``, ``capacity``,
+    ``headroom``, ``fits``, ``stage`` ("first"/"middle"/"last") and, when ``with_reasons`` (default: at most
     1000 plans), ``reasons_text``: one list of reasons per plan.
     """
     tp, pp, dp, cp, vp, mb, gb, codes, every, zero, sp = (
@@ -345,40 +362,56 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
         segmented = cnn_sqrt_activation_bytes(saved)[1][inverse]
         acts = np.where(codes == rc.STRATEGIES.index("sqrt"), segmented, plain)
         params = table.total("params")[inverse] if params_local is None else params_local
-        result = memory_per_gpu(params, acts, capacity, **common)
+        gathered = zero3_gathered_bytes(params, workload.layers, zero, dp, precision, profile)
+        result = memory_per_gpu(params, acts, capacity, gathered_bytes=gathered, **common)
         result["stage"] = np.full(len(tp), "first")
         return _with_reasons(result, with_reasons)
 
     shape = workload.shape
     bpv = activation_bytes_per_value(precision)
-    layers = shape.layers / pp
+    first_layers, middle_layers, last_layers = stage_layers(shape.layers, pp)
+    middle_layers = np.where(pp > 2, middle_layers, first_layers)  # no middle stage below pp = 3 (masked below)
     per_layer = transformer_layer_activation_bytes(shape.seq_len, mb, shape.hidden, shape.heads, tp, cp,
                                                    sp > 0, flash_attention, bpv)
-    sizes = (layers, per_layer["layer"], per_layer["selective"], per_layer["input"])
-    kept = _by_strategy(codes, rc.kept_bytes, *sizes, every=every)
-    working = _by_strategy(codes, rc.working_bytes, *sizes, every=every)
+    kept, working = {}, {}
+    for stage, layers in (("first", first_layers), ("middle", middle_layers), ("last", last_layers)):
+        sizes = (layers, per_layer["layer"], per_layer["selective"], per_layer["input"])
+        kept[stage] = _by_strategy(codes, rc.kept_bytes, *sizes, every=every)
+        working[stage] = _by_strategy(codes, rc.working_bytes, *sizes, every=every)
     embedding = embedding_dropout_bytes(shape.seq_len, mb, shape.hidden, tp, cp, sp > 0)
     logits = output_layer_bytes(shape.seq_len, mb, shape.hidden, shape.vocab, tp, cp, sp > 0, bpv)
+    single = pp == 1
     if params_local is None:
         pre = table.total("params", placement="pre")[inverse]
         post = table.total("params", placement="post")[inverse]
-        per_stage = table.total("params", placement="layer")[inverse] / pp
+        per_layer_params = table.total("params", placement="layer")[inverse] / shape.layers
         tied = pre if getattr(shape, "tied_embeddings", False) else 0.0
-        first_params = np.where(pp == 1, pre + per_stage + post, pre + per_stage)
-        last_params = np.where(pp == 1, first_params, per_stage + post + tied)
+        params = {"first": np.where(single, pre + first_layers * per_layer_params + post,
+                                    pre + first_layers * per_layer_params),
+                  "middle": middle_layers * per_layer_params}
+        params["last"] = np.where(single, params["first"], last_layers * per_layer_params + post + tied)
     else:
-        first_params = last_params = params_local
-    single = pp == 1
-    first = memory_per_gpu(
-        first_params, pipeline_inflight_microbatches(pp, m, vp, 0) * (kept + embedding) + working, capacity,
-        logits=np.where(single, logits, 0.0), **common)
-    last = memory_per_gpu(
-        last_params, pipeline_inflight_microbatches(pp, m, vp, pp - 1) * kept + working, capacity,
-        logits=logits, **common)
-    use_last = ~single & (last["total"] > first["total"])
-    result = {key: np.where(use_last, last[key], first[key]) for key in COMPONENTS + ("total", "headroom", "fits")}
-    result["capacity"] = first["capacity"]
-    result["stage"] = np.where(use_last, "last", "first")
+        params = {"first": params_local, "middle": params_local, "last": params_local}
+    layers = {"first": first_layers, "middle": middle_layers, "last": last_layers}
+    # the second stage holds the most in-flight micro-batches of the middle ones (1F1B)
+    activations = {"first": pipeline_inflight_microbatches(pp, m, vp, 0) * (kept["first"] + embedding),
+                   "middle": pipeline_inflight_microbatches(pp, m, vp, np.minimum(1, pp - 1)) * kept["middle"],
+                   "last": pipeline_inflight_microbatches(pp, m, vp, pp - 1) * kept["last"]}
+    stage_logits = {"first": np.where(single, logits, 0.0), "middle": 0.0, "last": logits}
+    stages = {stage: memory_per_gpu(
+        params[stage], activations[stage] + working[stage], capacity, logits=stage_logits[stage],
+        gathered_bytes=zero3_gathered_bytes(params[stage], layers[stage], zero, dp, precision, profile), **common)
+        for stage in ("first", "middle", "last")}
+    # the stage that needs most (pp = 1: the first is the only one; pp = 2: no middle stage)
+    totals = np.stack(np.broadcast_arrays(stages["first"]["total"],
+                                          np.where(pp > 2, stages["middle"]["total"], -np.inf),
+                                          np.where(pp > 1, stages["last"]["total"], -np.inf)))
+    pick = np.argmax(totals, axis=0)
+    result = {key: np.choose(pick, [np.broadcast_to(stages[stage][key], pick.shape)
+                                    for stage in ("first", "middle", "last")])
+              for key in COMPONENTS + ("total", "headroom", "fits")}
+    result["capacity"] = stages["first"]["capacity"]
+    result["stage"] = np.array(["first", "middle", "last"])[pick]
     return _with_reasons(result, with_reasons)
 
 

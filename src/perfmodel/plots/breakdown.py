@@ -7,7 +7,8 @@ from perfmodel.plots.style import CATEGORY_COLOURS, as_dicts, colour, estimate_l
 # breakdown component -> colour category (recompute gets its own shade of compute)
 _CATEGORY = {
     "forward": "compute", "backward": "compute", "recompute": "recompute", "tp_comm": "TP communication",
-    "cp_comm": "CP communication", "pp_bubble": "pipeline bubble", "pp_comm": "PP communication",
+    "cp_comm": "CP communication", "moe_comm": "EP communication", "pp_bubble": "pipeline bubble",
+    "pp_comm": "PP communication",
     "dp_comm": "DP communication", "zero_gather": "DP communication", "optimizer": "memory bandwidth",
     "overhead": "framework overhead", "input": "input pipeline",
 }

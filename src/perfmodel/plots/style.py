@@ -7,7 +7,7 @@ CATEGORY_COLOURS = {
     "compute": "#4477aa", "recompute": "#77aadd", "TP communication": "#ee8866",
     "CP communication": "#eedd88", "PP communication": "#ffaabb", "pipeline bubble": "#aa4499",
     "DP communication": "#ee6677", "memory bandwidth": "#99ddff", "framework overhead": "#bbbbbb",
-    "input pipeline": "#44bb99",
+    "input pipeline": "#44bb99", "EP communication": "#882255",
 }
 # A qualitative palette (Paul Tol "muted") for series without a fixed colour.
 PALETTE = ("#332288", "#88ccee", "#44aa99", "#117733", "#999933", "#ddcc77", "#cc6677", "#882255",
