@@ -82,7 +82,7 @@ def moe_workload(monkeypatch):
 
 def one_plan(**fields) -> dict[str, np.ndarray]:
     plan = dict(tp=1, pp=1, dp=1, cp=1, vp=1, micro_batch=1, global_batch=None, recompute=RECOMPUTE_CODES["none"],
-                recompute_every=1, zero=0, sequence_parallel=0)
+                recompute_every=1, zero=0, sequence_parallel=0, offload=0)
     plan.update(fields)
     if plan["global_batch"] is None:
         plan["global_batch"] = 2 * plan["dp"] * plan["micro_batch"]

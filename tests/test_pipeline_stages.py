@@ -22,7 +22,7 @@ SETTINGS = dict(precision="bf16", flash_attention=True, optimizer="adam", profil
 
 def one_plan(**fields) -> dict[str, np.ndarray]:
     plan = dict(tp=1, pp=1, dp=1, cp=1, vp=1, micro_batch=1, global_batch=8, recompute=RECOMPUTE_CODES["none"],
-                recompute_every=1, zero=0, sequence_parallel=0)
+                recompute_every=1, zero=0, sequence_parallel=0, offload=0)
     plan.update(fields)
     return {name: np.array([plan[name]], dtype=np.int64) for name in PLAN_FIELDS}
 

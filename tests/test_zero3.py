@@ -21,7 +21,7 @@ SETTINGS = dict(precision="bf16", flash_attention=True, optimizer="adam")
 
 def one_plan(**fields) -> dict[str, np.ndarray]:
     plan = dict(tp=1, pp=1, dp=1, cp=1, vp=1, micro_batch=1, global_batch=None, recompute=RECOMPUTE_CODES["none"],
-                recompute_every=1, zero=0, sequence_parallel=0)
+                recompute_every=1, zero=0, sequence_parallel=0, offload=0)
     plan.update(fields)
     if plan["global_batch"] is None:
         plan["global_batch"] = plan["dp"] * plan["micro_batch"]
