@@ -156,11 +156,13 @@ def test_the_exchange_lengthens_every_pipeline_slot(moe_workload):
 
 
 def test_mixtral_on_64_h100_pays_the_all_to_all():
-    try:
-        workload = get_workload("mixtral-8x7b")
-    except (KeyError, ValueError):
-        pytest.skip("the zoo has no mixtral-8x7b (issue 15a adds it)")
-    scenario = {"workload": {"model": "mixtral-8x7b", "seq_len": 4096},
+    from pathlib import Path
+
+    from perfmodel.workloads.hf import load_hf_config
+
+    config = Path(__file__).parent / "data" / "hf" / "mixtral-8x7b" / "config.json"
+    workload = load_hf_config(config, seq_len=4096)
+    scenario = {"workload": {"hf_config": str(config), "seq_len": 4096},
                 "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64, "gpus_per_node": 8, "intra": "nvlink4",
                              "inter": "8 x ib-ndr"},
                 "plan": {"tp": 1, "pp": 1, "dp": 64, "micro_batch": 1, "global_batch": 256, "zero": 3,

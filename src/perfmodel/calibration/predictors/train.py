@@ -24,6 +24,8 @@ from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSp
 from perfmodel.workloads import workload_from_spec
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
+# plan fields beyond the measurement format's that a row may carry as extra columns
+CHOSEN_COLUMNS = ("recompute_every", "sequence_parallel", "offload", "flash_attention")
 METRICS = MEASUREMENT_METRICS["train"]
 
 
@@ -51,10 +53,15 @@ def _workload(spec_json: str):
 
 def _plan(row) -> Plan:
     fields = {}
-    for column in PLAN_COLUMNS:
+    for column in PLAN_COLUMNS + CHOSEN_COLUMNS:
         if column in row and _present(row[column]):
             value = row[column]
-            fields[column] = str(value).strip() if column in ("precision", "recompute") else int(float(value))
+            if column in ("precision", "recompute", "offload"):
+                fields[column] = str(value).strip()
+            elif column in ("sequence_parallel", "flash_attention"):
+                fields[column] = bool(float(value))
+            else:
+                fields[column] = int(float(value))
     return Plan(**fields)
 
 
@@ -91,10 +98,9 @@ def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[fl
     return totals[metric], None
 
 
-def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
-    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=rows.index)
-    out["reason"] = out["reason"].astype(object)
-    out["assumed"] = out["assumed"].astype(object)
+def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
+    """(index, row, scenario, workload, cluster, choice) of every row that resolves; the reason of
+    each row that does not goes to ``out``.  Rows sharing a model and hardware are chosen in one call."""
     groups: dict[tuple, list] = {}
     for index, row in rows.iterrows():
         try:
@@ -118,11 +124,24 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
             for index, *_ in members:
                 out.at[index, "reason"] = str(error).splitlines()[0]
             continue
-        for (index, row, scenario, *_), choice in zip(members, choices):
-            if not choice.fits:
-                out.at[index, "reason"] = "infeasible plan: " + "; ".join(choice.reasons)
-                continue
-            value, reason = _metric_value(row["metric"], choice.result, workload, cluster, scenario.run)
-            out.at[index, "predicted"] = value
-            out.at[index, "reason"] = reason
+        for member, choice in zip(members, choices):
+            yield (*member, choice)
+
+
+def _frame(rows: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=rows.index)
+    out["reason"] = out["reason"].astype(object)
+    out["assumed"] = out["assumed"].astype(object)
+    return out
+
+
+def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
+    out = _frame(rows)
+    for index, row, scenario, workload, cluster, choice in _choices(rows, catalog, profile, out):
+        if not choice.fits:
+            out.at[index, "reason"] = "infeasible plan: " + "; ".join(choice.reasons)
+            continue
+        value, reason = _metric_value(row["metric"], choice.result, workload, cluster, scenario.run)
+        out.at[index, "predicted"] = value
+        out.at[index, "reason"] = reason
     return out
