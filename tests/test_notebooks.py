@@ -1,7 +1,7 @@
 """The notebooks are stored with their outputs, produced by executing them, and those outputs are current.
 
 ``scripts/run_notebooks.py`` executes every notebook in place; this test executes each one again
-and compares every number it prints with the stored one (relative tolerance 1e-3), so a model
+and compares every number it prints with the stored one (relative tolerance 1e-2), so a model
 change that moves a number shows up here until the notebooks are re-run.
 """
 
@@ -37,7 +37,9 @@ def test_notebook_is_stored_with_outputs_and_self_contained(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_stored_numbers_are_current(path):
-    problems = run_notebooks.check(path, rtol=1e-3)
+    # 1 %: a model change moves numbers by more; a newer numpy/scipy that rounds a fit differently
+    # does not (the refit test sets the same bar for the profile's predictions)
+    problems = run_notebooks.check(path, rtol=1e-2)
     assert not problems, "\n".join(problems)
 
 
