@@ -30,6 +30,8 @@ def table(rows: list[dict], columns: list[str]) -> str:
 
 
 def source_family(row_id: str) -> str:
+    if row_id.startswith("neusight-"):
+        return "NeuSight GEMM training split (" + row_id.split("-")[1] + ")"
     stem = row_id.rstrip("0123456789").rstrip("-")
     return {"C": "DeepLearningExamples / Lambda (classic models)", "M": "nccl-tests", "K": "GEMM / copy"}.get(stem, stem)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from perfmodel.plots.style import as_dicts, colour, estimate_label, estimate_title, finish, new_figure
 
 # keys of Estimate.memory that are not bytes of a component (shares, verdicts, totals)
-_NOT_COMPONENTS = {"total", "capacity", "headroom", "fits", "reasons", "stage", "bound_share"}
+# not GPU memory components: totals, flags, and host memory (offload; perfmodel.models.offload)
+_NOT_COMPONENTS = {"total", "capacity", "headroom", "fits", "reasons", "stage", "bound_share", "host", "host_capacity",
+                   "host_fits"}
 
 
 def memory(estimates, labels: list[str] | None = None, title: str | None = None):
