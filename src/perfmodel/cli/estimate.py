@@ -95,7 +95,7 @@ def print_estimate(result, advice: dict | None = None) -> None:
             share = seconds / result.step_time_s
             print(f"  {name:<13} {format_quantity(seconds, 'time'):>12}  {share:6.1%}  {'#' * round(30 * share)}")
     print(f"throughput       {result.samples_per_s:.4g} samples/s"
-          + (f", {result.tokens_per_s:.4g} tokens/s" if result.tokens_per_s else ""))
+          + (f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""))
     print(f"model TFLOP/s/GPU {result.tflops_per_gpu:.4g}   MFU {result.mfu:.1%}   HFU {result.hfu:.1%}"
           f"   GPU busy {result.gpu_utilization:.1%}")
     print(f"bottleneck       {result.bottleneck}")
