@@ -79,6 +79,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
+        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained)
+                               ).sum(axis=0) / op_seconds.sum(axis=0),
         # a mixture of experts' expert weights (all experts, as the op table holds them)
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),
@@ -483,6 +485,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
     out["gpu_utilization"] = (values["forward_s"] + values["backward_s"] + values["recompute_s"]) / step_time
     out["num_micro_batches"] = values["micro_batches"]
     out["memory_bound_share"] = values["memory_bound_share"]
+    out["launch_bound_share"] = values["launch_bound_share"]
     out.update({key: value for key, value in values.items() if key.startswith("memory_")})
     return out
 

@@ -64,14 +64,19 @@ class Estimate(BaseModel):
                           "(perfmodel.cost.price_run): USD per hour of the whole cluster, cost_usd, spot terms")
 
 
-def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0) -> str:
-    """The category (compute, memory bandwidth, TP communication, pipeline bubble, ...) with the
-    largest share of the step; GPU work counts as "memory bandwidth" when most of it is spent in
-    ops that are memory-bound on the roofline (``memory_bound_share`` > 1/2)."""
+def bottleneck_of(breakdown: dict[str, float], memory_bound_share: float = 0.0,
+                  launch_bound_share: float = 0.0) -> str:
+    """The category (compute, memory bandwidth, host dispatch, TP communication, pipeline bubble,
+    ...) with the largest share of the step; GPU work counts as "host dispatch" when most of it is
+    spent in kernels shorter than the host takes to dispatch them (``launch_bound_share`` > 1/2),
+    else as "memory bandwidth" when most of it is in ops that are memory-bound on the roofline
+    (``memory_bound_share`` > 1/2)."""
     totals: dict[str, float] = {}
     for name, seconds in breakdown.items():
         category = BOTTLENECK_OF[name]
-        if category == "compute" and memory_bound_share > 0.5:
+        if category == "compute" and launch_bound_share > 0.5:
+            category = "host dispatch"
+        elif category == "compute" and memory_bound_share > 0.5:
             category = "memory bandwidth"
         totals[category] = totals.get(category, 0.0) + seconds
     return max(totals, key=totals.get)
@@ -121,7 +126,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         mfu=value["mfu"],
         hfu=value["hfu"],
         gpu_utilization=value["gpu_utilization"],
-        bottleneck=bottleneck_of(breakdown, value["memory_bound_share"]),
+        bottleneck=bottleneck_of(breakdown, value["memory_bound_share"], value["launch_bound_share"]),
         memory=memory,
         **base,
     )

@@ -172,6 +172,17 @@ def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
     return table.bytes / (bandwidth * eta_m) > table.flops / (peak * sustained * eta_c)
 
 
+def launch_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+                 sustained: float = 1.0) -> np.ndarray:
+    """True for the ops whose forward kernel is shorter than ``host_dispatch_time`` on the roofline,
+    so the host's dispatch, not the GPU, sets their time (see :func:`op_times`); same shape as the
+    table's columns."""
+    peak, *rest = _roofline_inputs(table, gpu, precision, profile)
+    unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
+    kernel = roofline_time(table.flops, table.bytes * unfused, peak * sustained, *rest)
+    return kernel < profile.get("host_dispatch_time")
+
+
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
                     micro_batch: int = 1):
     """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
