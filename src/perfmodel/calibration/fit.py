@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from perfmodel.calibration.intervals import architectures
 from perfmodel.calibration.validate import predict
 from perfmodel.hardware.catalog import load_catalog
 from perfmodel.parameters import PARAMETERS
@@ -212,7 +213,7 @@ def _sparsity(rows, keys, catalog):
     that architecture (and its own prior residual), every other key every row.  least_squares then
     perturbs the values of different architectures together when it differences the Jacobian
     (Curtis, Powell and Reid 1974), which makes a training-stage fit several times cheaper."""
-    architecture = np.array([_architecture_of(catalog, gpu) for gpu in rows["gpu"]], dtype=object)
+    architecture = np.array(architectures(list(rows["gpu"]), catalog), dtype=object)
     pattern = np.zeros((len(rows) + len(keys), len(keys)), dtype=bool)
     for column, key in enumerate(keys):
         name, group = split_key(key)
@@ -222,13 +223,6 @@ def _sparsity(rows, keys, catalog):
             pattern[:len(rows), column] = True
         pattern[len(rows) + column, column] = True
     return pattern
-
-
-def _architecture_of(catalog, gpu) -> str | None:
-    try:
-        return catalog.gpu(gpu).architecture
-    except ValueError:
-        return None
 
 
 def _log_error_scale(start_errors) -> float:
