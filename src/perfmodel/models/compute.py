@@ -156,12 +156,18 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.
     """
+    forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
+    host = profile.get("host_dispatch_time")
+    return np.maximum(forward, host), np.maximum(backward, host)
+
+
+def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float):
+    """Forward and backward roofline seconds of each op's kernels, before the host dispatch floor."""
     peak, *rest = _roofline_inputs(table, gpu, precision, profile)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
-    host = profile.get("host_dispatch_time")
-    return (np.maximum(roofline_time(table.flops, table.bytes * unfused, *inputs), host),
-            np.maximum(roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs), host))
+    return (roofline_time(table.flops, table.bytes * unfused, *inputs),
+            roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
@@ -177,10 +183,7 @@ def launch_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
     """True for the ops whose forward kernel is shorter than ``host_dispatch_time`` on the roofline,
     so the host's dispatch, not the GPU, sets their time (see :func:`op_times`); same shape as the
     table's columns."""
-    peak, *rest = _roofline_inputs(table, gpu, precision, profile)
-    unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
-    kernel = roofline_time(table.flops, table.bytes * unfused, peak * sustained, *rest)
-    return kernel < profile.get("host_dispatch_time")
+    return _kernel_times(table, gpu, precision, profile, sustained)[0] < profile.get("host_dispatch_time")
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
