@@ -172,6 +172,12 @@ CASES = [
          {"s.yaml": scenario_with("run", "epochs: .nan\n  dataset_samples: 1000")}),
     Case("scenario-unknown-model", ["check", "{s.yaml}"], 2, ["'gpt2'", "not in the zoo"],
          {"s.yaml": scenario_yaml(workload={"model": "gpt2"})}),
+    Case("scenario-capacity-factor-on-dense-model", ["check", "{s.yaml}"], 2,
+         ["capacity_factor = 1.25", "mixture of experts", "dense"],
+         {"s.yaml": scenario_yaml(workload={"capacity_factor": 1.25})}),
+    Case("scenario-capacity-factor-boolean", ["check", "{s.yaml}"], 2,
+         ["s.yaml", "workload.capacity_factor", "boolean"],
+         {"s.yaml": scenario_yaml(workload={"capacity_factor": True})}),
     Case("scenario-multi-node-no-network-check", ["check", "{s.yaml}"], 2, ["hardware.inter", "2 nodes"],
          {"s.yaml": scenario_yaml(hardware={"gpu": "H100-PCIe-80GB", "num_gpus": 16})}),  # no reference fabric
     # ---- scenario files: the file itself ---------------------------------------------------------

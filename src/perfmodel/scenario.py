@@ -41,6 +41,12 @@ def _not_boolean(value):
     return value
 
 
+def _not_boolean_number(value):
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number here; give a number")
+    return value
+
+
 _Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -66,7 +72,8 @@ class WorkloadSpec(_Section):
     image_size: Count("image_size") | None = None
     experts: Count("experts") | None = Field(None, description="mixture of experts: experts per MLP (1 = dense)")
     top_k: Count("top_k") | None = Field(None, description="mixture of experts: experts each token uses")
-    capacity_factor: float | None = Field(None, gt=0, description="expert buffer padding; null = dropless")
+    capacity_factor: Annotated[float, BeforeValidator(_not_boolean_number)] | None = Field(
+        None, gt=0, description="expert buffer padding; null = dropless")
 
     @model_validator(mode="after")
     def _one_model(self):

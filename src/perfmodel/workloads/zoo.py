@@ -272,7 +272,20 @@ def _hf_workload(path: str, given: dict) -> Workload:
 
 
 def workload_from_spec(spec) -> Workload:
-    """A :class:`~perfmodel.scenario.WorkloadSpec` (or the same fields in a mapping) as a workload.
+    """A :class:`~perfmodel.scenario.WorkloadSpec` (or the same fields in a mapping) as a workload
+    (:func:`_workload_of_fields`); ``top_k`` or ``capacity_factor`` on a model that ends up dense
+    (no ``experts`` > 1) is an error, not a field quietly ignored."""
+    fields = spec if isinstance(spec, dict) else spec.model_dump()
+    workload = _workload_of_fields(fields)
+    moe_only = [f"{key} = {fields[key]}" for key in ("top_k", "capacity_factor") if fields.get(key) is not None]
+    if moe_only and not getattr(getattr(workload, "shape", None), "moe", False):
+        raise ValueError(f"workload: {' and '.join(moe_only)} only mean something for a mixture of experts; "
+                         f"{workload.name} is dense (give experts > 1, or leave them out)")
+    return workload
+
+
+def _workload_of_fields(fields: dict) -> Workload:
+    """The workload of a WorkloadSpec's fields.
 
     ``hf_config: path`` reads a HuggingFace config.json (:mod:`perfmodel.workloads.hf`); shape
     fields given with it override the file's.
@@ -282,7 +295,6 @@ def workload_from_spec(spec) -> Workload:
     ``experts``/``top_k``/``capacity_factor`` make its MLPs a mixture of experts.  A zoo
     name takes the given shape fields as overrides (``seq_len: 128`` on ``bert-large``); CNNs take
     only ``image_size``."""
-    fields = spec if isinstance(spec, dict) else spec.model_dump()
     model = fields.get("model")
     given = {key: fields[key] for key in _SHAPE_FIELDS if fields.get(key) is not None}
     if fields.get("hf_config") is not None:
