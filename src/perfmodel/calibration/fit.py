@@ -21,7 +21,7 @@ earlier values fixed:
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
    overhead, the clock a whole step sustains, the host's per-kernel dispatch time).
 
-Architectures with no rows of their own take the geometric mean of the fitted ones
+Architectures with no rows of their own take the median (in log space) of the fitted ones
 (:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
 the posterior at the solution, (J^T J / s^2 + prior precision)^-1 with s^2 the rows' residual
 variance (delta method back to parameter units).  A value whose posterior is not at most half as
@@ -135,10 +135,13 @@ def parameter_keys(names, rows, catalog) -> list[str]:
 
 def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()) -> None:
     """Partial pooling: a grouped parameter without sourced per-group defaults gets an ungrouped
-    value, the geometric mean of its fitted groups (uncertainty: their spread), which
-    :meth:`CalibrationProfile.get` uses for groups with no rows of their own (a new GPU
-    architecture is then predicted like the average known one, not by the bare prior).  Keys in
-    ``skip`` (values the data did not determine) do not enter the mean."""
+    value, the median of its fitted groups in log space (uncertainty: their standard deviation),
+    which :meth:`CalibrationProfile.get` uses for groups with no rows of their own (a new GPU
+    architecture is then predicted like the typical known one, not by the bare prior).  The median,
+    not the mean, so one atypical group does not drag every new one: Pascal's fp32 ``nn.Linear``
+    path runs at about half the rate of its batched GEMMs (NeuSight rows), and with the mean an
+    unmeasured architecture inherited that.  Keys in ``skip`` (values the data did not determine)
+    do not enter the median."""
     by_name: dict[str, list[float]] = {}
     for key, value in values.items():
         name, group = split_key(key)
@@ -147,7 +150,7 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()
     for name, group_values in by_name.items():
         if len(group_values) >= 2:
             logs = np.log(group_values)
-            values[name] = float(np.exp(logs.mean()))
+            values[name] = float(np.exp(np.median(logs)))
             uncertainty[name] = float(values[name] * logs.std(ddof=1))
 
 
