@@ -142,3 +142,21 @@ def test_validate_api_gives_reason_for_an_unknown_kind(monkeypatch):
     assert result.loc[0, "predicted"] == 20.0 and result.loc[0, "ape"] == pytest.approx(1.0)
     assert math.isnan(result.loc[1, "predicted"]) and math.isnan(result.loc[1, "ape"])
     assert result.loc[1, "reason"] == "kind 'quantum' is not modelled"
+
+
+def test_validate_accepts_rows_concatenated_from_several_files():
+    """pd.concat of two loaded files repeats index labels; validate scores them like one file."""
+    import pandas as pd
+
+    from perfmodel.calibration.measurements import load_measurements
+    from perfmodel.calibration.validate import validate
+    from perfmodel.hardware.catalog import shipped_data_path
+
+    rows = load_measurements(shipped_data_path("measurements") / "collective.csv").iloc[:6]
+    twice = pd.concat([rows, rows])
+    assert not twice.index.is_unique
+    result = validate(twice)
+    assert list(result.index) == list(twice.index)
+    once = validate(rows)
+    assert result["predicted"].iloc[:6].tolist() == once["predicted"].tolist()
+    assert result["predicted"].iloc[6:].tolist() == once["predicted"].tolist()

@@ -20,9 +20,12 @@ RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape",
 
 def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
             profile: CalibrationProfile | None = None) -> pd.DataFrame:
-    """Predicted value and reason for every row, in the row order of ``measurements``."""
+    """Predicted value and reason for every row, in the row order and with the index of
+    ``measurements`` (which may repeat labels, as ``pd.concat`` of several files does)."""
     catalog = catalog or load_catalog()
     profile = profile or default_profile()
+    labels = measurements.index
+    measurements = measurements.reset_index(drop=True)
     out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None}, index=measurements.index)
     out["reason"] = out["reason"].astype(object)
     out["assumed"] = out["assumed"].astype(object)
@@ -39,6 +42,7 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
     bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
     out.loc[bad, "reason"] = "model returned a non-positive or non-finite value"
     out.loc[bad, "predicted"] = np.nan
+    out.index = labels
     return out
 
 
@@ -50,6 +54,8 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
     ``predicted`` and ``ape`` and a ``reason``.  When the profile has prediction intervals,
     ``low`` and ``high`` bound the 80 % interval.
     """
+    labels = measurements.index
+    measurements = measurements.reset_index(drop=True)
     predicted = predict(measurements, catalog, profile)
     result = pd.DataFrame({
         "id": measurements["id"].astype(str),
@@ -67,6 +73,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         from perfmodel.calibration.intervals import interval_bounds
 
         result["low"], result["high"] = interval_bounds(result, profile, measurements=measurements)
+    result.index = labels
     return result[[c for c in RESULT_COLUMNS + ["low", "high"] if c in result]]
 
 
