@@ -30,6 +30,11 @@ def test_validate_predicts_every_shipped_training_row_with_estimate(train_rows):
     assert len(predicted) > 0.5 * len(train_rows)
     for index, row in train_rows.loc[predicted.index].iterrows():
         estimate = perfmodel.estimate(scenario_of(row))
+        if "fits in GPU memory, as measured" in (predicted.at[index, "assumed"] or ""):
+            # the run was measured, so validate times it although the memory model says it does not
+            # fit; estimate answers "does not fit" for the same plan
+            assert not estimate.feasible and "but the GPU has" in " ".join(estimate.reasons), row["id"]
+            continue
         value = _metric(estimate, row["metric"], estimate.hardware["num_gpus"])
         assert value == pytest.approx(predicted.at[index, "predicted"], rel=1e-9), row["id"]
 

@@ -136,11 +136,18 @@ def _frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
+    """The metric of each row's plan.  A measured run did fit in memory, so a valid plan that the
+    memory model says does not fit is still timed, and the disagreement is listed in ``assumed``
+    (the memory model's error is its own finding, not a reason to skip scoring the time model);
+    a plan that breaks the plan rules gets a reason."""
     out = _frame(rows)
     for index, row, scenario, workload, cluster, choice in _choices(rows, catalog, profile, out):
-        if not choice.fits:
+        if not choice.valid or not choice.result:
             out.at[index, "reason"] = "infeasible plan: " + "; ".join(choice.reasons)
             continue
+        if not choice.fits:
+            noted = f"fits in GPU memory, as measured (the memory model: {'; '.join(choice.reasons)})"
+            out.at[index, "assumed"] = "; ".join(filter(None, [out.at[index, "assumed"], noted]))
         value, reason = _metric_value(row["metric"], choice.result, workload, cluster, scenario.run)
         out.at[index, "predicted"] = value
         out.at[index, "reason"] = reason
