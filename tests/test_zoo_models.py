@@ -153,3 +153,21 @@ def test_transformer_big_against_vaswani():
 def test_bad_new_shapes_are_clear_errors(shape, message):
     with pytest.raises(ValueError, match=message):
         transformer("x", hidden=64, heads=4, seq_len=16, vocab=1000, **shape)
+
+
+# parameter counts (with batch-norm affine parameters) of timm's resnext101_32x4d (44.18 M) and
+# seresnext101_32x4d (48.96 M) model cards; multiply-adds of ResNeXt-101 32x4d: 8.0 G (Xie et al.
+# 2017, Table 5), i.e. 2 x 8.0e9 forward FLOP per 224 px image
+@pytest.mark.parametrize("name, params", [("resnext101-32x4d", 44.18e6), ("se-resnext101-32x4d", 48.96e6)])
+def test_resnext_models_match_published_parameter_counts(name, params):
+    w = get_workload(name)
+    assert w.params == pytest.approx(params, rel=0.001)
+    assert w.flops_per_sample() == pytest.approx(2 * 8.0e9, rel=0.01)
+
+
+def test_resnext_blocks_are_grouped_and_se_adds_gates():
+    plain, gated = get_workload("resnext101-32x4d").ops(1), get_workload("se-resnext101-32x4d").ops(1)
+    grouped = [i for i, name in enumerate(plain.name) if name.endswith("conv2")]
+    assert len(grouped) == 33 and all(plain.batch_gemms[i] == 32 for i in grouped)
+    assert sum(name.endswith("se_reduce") for name in gated.name) == 33
+    assert gated.total("flops") > plain.total("flops")

@@ -34,6 +34,12 @@ CNN tables:
 
 * ResNet-50/101/152 v1.5 (He et al. 2016, Table 1; v1.5 = the stride-2 on the 3x3 conv of the
   first bottleneck of a stage, as torchvision and NVIDIA DeepLearningExamples build it), 224 px.
+* ``resnext101-32x4d`` (Xie et al. 2017, "Aggregated Residual Transformations", Table 1 with
+  cardinality 32 and group width 4): ResNet-101 v1.5 whose bottleneck 3x3 conv is grouped (32
+  groups, widths 128/256/512/1024), outputs as ResNet's; ``se-resnext101-32x4d`` adds a
+  squeeze-and-excitation gate after each block's last conv (Hu et al. 2018, reduction 16: global
+  average pool, 1x1 conv to C/16, ReLU, 1x1 conv to C, sigmoid, channel scale), as NVIDIA
+  DeepLearningExamples PyTorch/Classification/ConvNets builds both (the source of their rows).
 * ``ssd300``: SSD300 with a ResNet-50 backbone truncated after conv4_x with its stride removed
   (38x38x1024 features), the five extra feature blocks and the 3x3 loc/conf heads over 4/6/6/6/4/4
   default boxes (8732 boxes, 81 COCO classes) - NVIDIA DeepLearningExamples
@@ -64,7 +70,7 @@ from perfmodel.workloads.transformer import TransformerShape, transformer, workl
 from perfmodel.workloads.workload import Workload
 
 __all__ = ["ZOO_NAMES", "get_workload", "register_workload", "load_workloads_yaml", "workload_from_spec",
-           "resnet", "ssd300", "unet3d"]
+           "resnet", "resnext", "ssd300", "unet3d"]
 
 _GPT3 = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 16), "1.3b": (24, 2048, 16),
          "2.7b": (32, 2560, 32), "6.7b": (32, 4096, 32), "13b": (40, 5120, 40), "175b": (96, 12288, 96)}
@@ -131,6 +137,42 @@ def resnet(name: str = "resnet50", image_size: int = 224, classes: int = 1000) -
     return cnn(name, net.rows)
 
 
+def _resnext_block(net: LayerTableBuilder, name: str, stage: int, stride: int, downsample: bool,
+                   squeeze_excite: bool) -> None:
+    """ResNeXt 32x4d bottleneck (v1.5 stride on the grouped 3x3), optionally with an SE gate."""
+    block_input = net.state()
+    width, out = 128 * 2 ** stage, 256 * 2 ** stage
+    net.conv(f"{name}.conv1", width, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
+    net.conv(f"{name}.conv2", width, 3, stride, 1, groups=32).bn(f"{name}.bn2").relu(f"{name}.relu2")
+    net.conv(f"{name}.conv3", out, 1).bn(f"{name}.bn3")
+    if squeeze_excite:
+        gated = net.state()
+        net.pool(f"{name}.se_pool", "avg", net.size[0], net.size[0])
+        net.conv(f"{name}.se_reduce", out // 16, 1, bias=True).relu(f"{name}.se_relu")
+        net.conv(f"{name}.se_expand", out, 1, bias=True).relu(f"{name}.se_sigmoid")
+        net.restore(gated)
+        net.add(f"{name}.se_scale")
+    if downsample:
+        main = net.state()
+        net.restore(block_input)
+        net.conv(f"{name}.downsample", out, 1, stride).bn(f"{name}.downsample_bn")
+        net.restore(main)
+    net.add(f"{name}.add").relu(f"{name}.relu3")
+
+
+def resnext(name: str = "resnext101-32x4d", squeeze_excite: bool = False, image_size: int = 224,
+            classes: int = 1000) -> Workload:
+    """ResNeXt-101 32x4d (``squeeze_excite``: SE-ResNeXt-101 32x4d) at ``image_size`` px."""
+    net = LayerTableBuilder(3, [image_size, image_size])
+    net.conv("conv1", 64, 7, 2, 3).bn("bn1").relu("relu").pool("maxpool", "max", 3, 2, 1)
+    for stage, count in enumerate(_RESNET_BLOCKS["resnet101"]):
+        for i in range(count):
+            stride = (1 if stage == 0 else 2) if i == 0 else 1
+            _resnext_block(net, f"layer{stage + 1}.{i}", stage, stride, i == 0, squeeze_excite)
+    net.pool("avgpool", "avg", net.size[0], net.size[0]).fc("fc", classes).loss("loss", classes)
+    return cnn(name, net.rows)
+
+
 def ssd300(name: str = "ssd300", backbone: str = "resnet50", image_size: int = 300, classes: int = 81) -> Workload:
     """SSD300 (Liu et al. 2016) as NVIDIA DeepLearningExamples / MLPerf build it (module docstring)."""
     net = LayerTableBuilder(3, [image_size, image_size])
@@ -180,6 +222,8 @@ _FACTORIES: dict[str, Callable[..., Workload]] = {
     **{key: (lambda key=key, **overrides: transformer(name=key, **{**_TRANSFORMERS[key], **overrides}))
        for key in _TRANSFORMERS},
     **{key: (lambda key=key, **overrides: resnet(key, **overrides)) for key in _RESNET_BLOCKS},
+    "resnext101-32x4d": lambda **overrides: resnext("resnext101-32x4d", **overrides),
+    "se-resnext101-32x4d": lambda **overrides: resnext("se-resnext101-32x4d", squeeze_excite=True, **overrides),
     "ssd300": lambda **overrides: ssd300("ssd300", **overrides),
     "ssd300-r34": lambda **overrides: ssd300("ssd300-r34", backbone="resnet34", **overrides),
     "unet3d": lambda **overrides: unet3d("unet3d", **overrides),
