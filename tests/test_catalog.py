@@ -303,3 +303,40 @@ def test_shipped_catalog_validates_against_its_own_schema_shape(catalog, capsys)
         fields = set(schema["$defs"][names[section]]["properties"])
         for entry in entries:
             assert set(entry) <= fields, entry["name"]
+
+
+def test_peaks_between_two_gpus_are_their_geometric_mean_and_shown_as_assumed(catalog):
+    gpu, low, high = (catalog.gpu(n) for n in ("H100-HBM2e-96GB", "H100-NVL", "H100-SXM5-80GB"))
+    for precision in ("fp32", "bf16", "fp8"):
+        assert low.peak(precision) < gpu.peak(precision) < high.peak(precision)
+        assert gpu.peak(precision) == pytest.approx((low.peak(precision) * high.peak(precision)) ** 0.5)
+    assert any("peak_flops" in line and "H100-NVL" in line for line in gpu.assumed)
+
+
+def test_a_null_sm_count_is_the_median_of_the_architecture_and_is_listed(catalog):
+    hopper = sorted(g.sm_count for g in catalog.gpus.values()
+                    if g.architecture == "Hopper" and not any("sm_count" in line for line in g.assumed))
+    nvl = catalog.gpu("H100-NVL")
+    assert nvl.sm_count == hopper[len(hopper) // 2] and len(hopper) % 2 == 1
+    assert any(line.startswith("H100-NVL sm_count") for line in nvl.assumed)
+    assert not catalog.gpu("H100-SXM5-80GB").assumed  # a sourced entry assumes nothing
+
+
+def test_estimate_on_a_gpu_with_filled_specs_lists_the_assumptions():
+    import perfmodel
+
+    estimate = perfmodel.estimate({"workload": {"model": "gpt3-1.3b"},
+                                   "hardware": {"gpu": "H100-HBM2e-96GB", "num_gpus": 8},
+                                   "plan": {"global_batch": 64}})
+    assert estimate.feasible
+    assumed = " ".join(estimate.assumptions["assumed"])
+    assert "peak_flops" in assumed and "sm_count" in assumed
+
+
+def test_peaks_between_an_unknown_gpu_is_an_error_naming_it(tmp_path):
+    entry = yaml.safe_load(yaml.safe_dump(load_catalog().gpu("H100-HBM2e-96GB").model_dump(
+        mode="json", exclude={"assumed"})))
+    entry.update(name="H100-test", aliases=[], peaks_between=["H100-NVL", "H999"])
+    entry["peak_flops"] = {p: None for p in PRECISIONS}
+    with pytest.raises(CatalogError, match="H999"):
+        load_catalog(_write(tmp_path / "c.yaml", {"gpus": [entry]}))

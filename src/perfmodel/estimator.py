@@ -94,8 +94,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                             "flash_attention": choice.plan["flash_attention"]}}
     if choice.chosen:
         base["assumptions"]["chosen_by_search"] = choice.chosen
-    if cluster.assumed:  # hardware fields filled from a reference, e.g. the usual fabric
-        base["assumptions"]["assumed"] = list(cluster.assumed)
+    if cluster.assumed or cluster.gpu.assumed:  # fields filled from a reference: the fabric, GPU specs
+        base["assumptions"]["assumed"] = [*cluster.gpu.assumed, *cluster.assumed]
     if not choice.valid:
         return Estimate(feasible=False, reasons=choice.reasons, **base)
     result = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],

@@ -55,7 +55,7 @@ class Catalog:
     """
 
     def __init__(self, entries: dict[str, dict[str, BaseModel]], files: list[str]):
-        self.gpus: dict[str, GPU] = entries["gpus"]  # type: ignore[assignment]
+        self.gpus: dict[str, GPU] = _fill_unknowns(entries["gpus"])  # type: ignore[arg-type]
         self.links: dict[str, Link] = entries["links"]  # type: ignore[assignment]
         self.nodes: dict[str, Node] = entries["nodes"]  # type: ignore[assignment]
         self.instances: dict[str, Instance] = entries["instances"]  # type: ignore[assignment]
@@ -189,6 +189,49 @@ class Catalog:
                            f"{reference.system}; {reference.source})")
         return Cluster(gpu=spec, nodes=total // per_node, gpus_per_node=per_node, intra=intra_link,
                        fabric=fabric, nics_per_node=nics, nic=nic, assumed=assumed)
+
+
+def _fill_unknowns(gpus: dict[str, GPU]) -> dict[str, GPU]:
+    """GPUs with the null fields the cost models need filled by a stated rule, listed in ``assumed``.
+
+    * peaks: with ``peaks_between: [A, B]``, each null peak is the geometric mean of A's and B's
+      (the entry's source bounds it by theirs);
+    * ``sm_count`` (the GEMM model's waves): the median SM count of the catalog's GPUs of the same
+      architecture.
+    A GPU the rules cannot fill keeps its nulls (the model then says what is missing).
+    """
+    filled = {}
+    for key, gpu in gpus.items():
+        update, assumed = {}, list(gpu.assumed)
+        if gpu.peaks_between is not None:
+            low, high = (_lookup(gpus, name, f"gpu {gpu.name}: peaks_between") for name in gpu.peaks_between)
+            peaks = {}
+            for precision, value in gpu.peak_flops.model_dump().items():
+                a, b = getattr(low.peak_flops, precision), getattr(high.peak_flops, precision)
+                peaks[precision] = value if value is not None or a is None or b is None else (a * b) ** 0.5
+            filled_precisions = [p for p, v in gpu.peak_flops.model_dump().items() if v is None and peaks[p]]
+            if filled_precisions:
+                update["peak_flops"] = gpu.peak_flops.model_copy(update=peaks)
+                assumed.append(f"{gpu.name} peak_flops ({', '.join(filled_precisions)}) = geometric mean of "
+                               f"{low.name}'s and {high.name}'s (the catalog's source puts them between the two)")
+        if gpu.sm_count is None:
+            counts = sorted(g.sm_count for g in gpus.values()
+                            if g.architecture == gpu.architecture and g.sm_count is not None)
+            if counts:
+                middle = len(counts) // 2
+                count = counts[middle] if len(counts) % 2 else round((counts[middle - 1] + counts[middle]) / 2)
+                update["sm_count"] = count
+                assumed.append(f"{gpu.name} sm_count = {count} (not in the catalog; the median of its "
+                               f"{len(counts)} {gpu.architecture} GPUs)")
+        filled[key] = gpu.model_copy(update={**update, "assumed": tuple(assumed)}) if update else gpu
+    return filled
+
+
+def _lookup(gpus: dict[str, GPU], name: str, where: str) -> GPU:
+    matches = [g for g in gpus.values() if name == g.name or name.lower() in (a.lower() for a in g.aliases)]
+    if len(matches) != 1:
+        raise CatalogError(f"{where}: {excerpt(name)} is not one GPU of the catalog")
+    return matches[0]
 
 
 def require_network(cluster: Cluster) -> None:

@@ -127,6 +127,13 @@ class GPU(Spec):
     sparse_halved: bool = Field(False, description="dense peaks halved from a sparse-only datasheet")
     reference_fabric: ReferenceFabric | None = Field(
         None, description="usual inter-node network of this GPU's reference cluster; null = none sourced")
+    peaks_between: tuple[str, str] | None = Field(
+        None, description="two catalog GPUs whose peaks the entry's source says this GPU's unknown peaks lie "
+                          "between; each null peak is then taken as their geometric mean (an ASSUMPTION, "
+                          "listed in ``assumed``)")
+    assumed: tuple[str, ...] = Field(
+        (), description="fields the catalog filled in for a null value, with the rule used (set when the "
+                        "catalog loads; shown with every estimate on this GPU)")
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for ``precision``; a clear error when the GPU has none."""

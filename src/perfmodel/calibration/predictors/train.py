@@ -109,7 +109,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             scenario = scenario_of(row)
             workload = _workload(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
-            out.at[index, "assumed"] = "; ".join(cluster.assumed) or None
+            out.at[index, "assumed"] = "; ".join([*cluster.gpu.assumed, *cluster.assumed]) or None
             cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
