@@ -54,12 +54,13 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", True): 22.0, ("sgd", False): 20.0}
 
 
-def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp) -> dict[str, np.ndarray]:
+def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
+                    cuda_graphs=False) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
-    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, cuda_graphs=cuda_graphs)
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
@@ -79,8 +80,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
-        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained)
-                               ).sum(axis=0) / op_seconds.sum(axis=0),
+        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained,
+                                                                 cuda_graphs)).sum(axis=0) / op_seconds.sum(axis=0),
         # a mixture of experts' expert weights (all experts, as the op table holds them)
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),
@@ -92,7 +93,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 class ChainInputs:
     """What every step reads: the workload, the cluster (catalog), the plans as arrays of
     :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
-    scenario's data section and whether to write memory reasons."""
+    scenario's data section, whether to write memory reasons and whether the step runs as CUDA graphs."""
 
     workload: Any
     cluster: Cluster
@@ -103,6 +104,7 @@ class ChainInputs:
     profile: Any
     data: Any = None
     memory_reasons: bool = False
+    cuda_graphs: bool = False
 
     def degree(self, name: str) -> np.ndarray:
         """A plan field as floats (degrees, batch sizes)."""
@@ -126,7 +128,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     micro-batches per step."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
-                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"])
+                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs)
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
     layers = inputs.workload.layers
     first, middle, last = stage_layers(layers, pp)
@@ -364,8 +366,13 @@ def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
-    """A per-step framework overhead (``step_overhead``)."""
-    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
+    """A per-step framework overhead (``step_overhead``); with CUDA graphs also one
+    ``host_dispatch_time`` per graph launch, assumed one graph per micro-batch and pass (forward,
+    backward) on each pipeline stage, as Megatron-LM's per-micro-batch graph capture runs them (the
+    per-kernel dispatch it replaces is in the compute step, :func:`perfmodel.models.compute.op_times`)."""
+    graph_launches = 2.0 * so_far["micro_batches"] if inputs.cuda_graphs else 0.0
+    return {"overhead_s": (inputs.profile.get("step_overhead") + graph_launches * inputs.profile.get("host_dispatch_time"))
+            * np.ones_like(inputs.degree("tp"))}
 
 
 def _input(inputs: ChainInputs, so_far: dict) -> dict:
@@ -492,7 +499,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
 
 def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
               flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
-              steps: dict[str, Callable] | None = None) -> ChainResult:
+              steps: dict[str, Callable] | None = None, cuda_graphs: bool = False) -> ChainResult:
     """Run the :data:`STEPS` in order over the plans and keep what each produced.
 
     ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
@@ -504,7 +511,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
         raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
     require_network(cluster)
     inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
-                         memory_reasons)
+                         memory_reasons, cuda_graphs)
     values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
     produced = {}
     for name, default in STEPS.items():
@@ -515,7 +522,8 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
 
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
              flash_attention: bool, optimizer: str, profile, data=None,
-             memory_reasons: bool = False, steps: dict[str, Callable] | None = None) -> dict[str, np.ndarray]:
+             memory_reasons: bool = False, steps: dict[str, Callable] | None = None,
+             cuda_graphs: bool = False) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
     :func:`run_chain`.
 
@@ -527,7 +535,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
-                     steps=steps).outputs
+                     steps=steps, cuda_graphs=cuda_graphs).outputs
 
 
 def exposed_communication(comm_time, hideable_compute, interference):

@@ -122,7 +122,8 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
         raise ValueError(f"gpu {gpu.name}: the GEMM model needs sm_count, which the catalog has as null")
     group = gpu.architecture
     clock = clock_ratio(gpu, profile)
-    kind = "gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES else "gemm_tensor_core_efficiency"
+    kind = ("gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES
+            else "fp8_gemm_efficiency" if dtype == "fp8" else "gemm_tensor_core_efficiency")
     return {
         "peak_flops": gpu.peak(dtype) * clock, "sm_count": float(gpu.sm_count),
         "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
