@@ -125,7 +125,11 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
     the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
-    micro-batches per step."""
+    micro-batches per step.  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
+    forward and backward pass on a stage are one graph: no per-kernel host dispatch
+    (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
+    ``host_dispatch_time``, the graph's launch (assumed: one graph per pass and micro-batch, as
+    Megatron-LM captures them)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
                         inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs)
@@ -141,6 +145,9 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
 
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
+    if inputs.cuda_graphs:  # one graph per micro-batch and pass: its launch is the host floor of the whole pass
+        host = inputs.profile.get("host_dispatch_time")
+        t_fwd, t_bwd = np.maximum(t_fwd, host), np.maximum(t_bwd, host)
     ep = expert_parallel(inputs)
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
     params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
@@ -366,13 +373,8 @@ def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
-    """A per-step framework overhead (``step_overhead``); with CUDA graphs also one
-    ``host_dispatch_time`` per graph launch, assumed one graph per micro-batch and pass (forward,
-    backward) on each pipeline stage, as Megatron-LM's per-micro-batch graph capture runs them (the
-    per-kernel dispatch it replaces is in the compute step, :func:`perfmodel.models.compute.op_times`)."""
-    graph_launches = 2.0 * so_far["micro_batches"] if inputs.cuda_graphs else 0.0
-    return {"overhead_s": (inputs.profile.get("step_overhead") + graph_launches * inputs.profile.get("host_dispatch_time"))
-            * np.ones_like(inputs.degree("tp"))}
+    """A per-step framework overhead (``step_overhead``)."""
+    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
 
 
 def _input(inputs: ChainInputs, so_far: dict) -> dict:

@@ -29,7 +29,8 @@ bound.
 
 **CUDA graphs** (``cuda_graphs=True``): the kernels of a captured graph are replayed by one
 ``cudaGraphLaunch``, so the per-kernel host dispatch floor disappears (NVIDIA CUDA C++ Programming
-Guide, "CUDA Graphs"); the chain adds one ``host_dispatch_time`` per graph launch instead.
+Guide, "CUDA Graphs"); the chain floors each graph (a micro-batch's pass) at one
+``host_dispatch_time`` instead, its launch (:func:`perfmodel.chain._compute`).
 
 Every function over numbers broadcasts over numpy arrays: the same formula times one op or a
 million candidate plans.  The efficiency parameters are declared in :mod:`perfmodel.parameters`;
