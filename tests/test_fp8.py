@@ -51,11 +51,36 @@ def test_fp8_matmul_time_is_the_gemm_plus_its_casts_and_other_ops_stay_bf16():
     cast_s = [np.maximum(c / (H100.memory_bandwidth * eta_m) + launch, host) * (c > 0)
               for c in compute.fp8_cast_bytes(table)]
     matmul = np.ravel(kind == "matmul")
-    expected_fwd = np.maximum(kernel_fwd, host) + cast_s[0] + cast_s[1]
+    expected_fwd = np.maximum(kernel_fwd, host) + cast_s[0]  # the weight's cast is once per step
     expected_bwd = np.maximum(kernel_bwd, host) + cast_s[2]
     np.testing.assert_allclose(np.ravel(fp8_fwd)[matmul], np.ravel(expected_fwd)[matmul], rtol=1e-12)
     np.testing.assert_allclose(np.ravel(fp8_bwd)[matmul], np.ravel(expected_bwd)[matmul], rtol=1e-12)
     assert np.all(np.ravel(cast_s[0])[matmul] > 0) and np.all(np.ravel(cast_s[2])[matmul] > 0)
+    for mine, theirs in zip(compute.fp8_cast_times(table, H100, "fp8", PROFILE), cast_s):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+    assert all(np.all(t == 0) for t in compute.fp8_cast_times(table, H100, "bf16", PROFILE))
+
+
+def test_weights_are_cast_once_per_step_not_per_micro_batch():
+    """Transformer Engine caches the fp8 weights over a step's micro-batches (is_first_microbatch):
+    forward = micro-batches x (GEMMs + input casts) + one weight cast per matmul."""
+    from perfmodel.chain import evaluate
+    from perfmodel.plans import as_arrays, resolve_plan
+    from perfmodel.scenario import Plan
+
+    workload = get_workload("gpt3-2.7b")
+    cluster = CATALOG.cluster(gpu="H100-SXM5-80GB", num_gpus=8)
+
+    def forward_s(global_batch, precision):
+        plan = resolve_plan(Plan(tp=1, pp=1, dp=8, micro_batch=1, global_batch=global_batch), 8, H100, "transformer")
+        return evaluate(workload, cluster, as_arrays(plan), precision=precision, flash_attention=True,
+                        optimizer="adam", profile=PROFILE)["forward_s"][0]
+
+    once = 2 * forward_s(8, "fp8") - forward_s(16, "fp8")  # the part that does not grow with micro-batches
+    table = _table(workload, micro_batch=1)
+    weight_cast = compute.fp8_cast_times(table, H100, "fp8", PROFILE)[1]
+    assert once == pytest.approx(float((weight_cast * table.per_op("repeat")).sum()), rel=1e-9)
+    assert once > 0 and 2 * forward_s(8, "bf16") - forward_s(16, "bf16") == pytest.approx(0.0, abs=1e-12)
 
 
 def test_fp8_gemms_use_the_fp8_efficiency_of_the_architecture():

@@ -61,6 +61,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, cuda_graphs=cuda_graphs)
+    weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
@@ -73,6 +74,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "pre_bwd": (backward * table.mask(placement="pre")).sum(axis=0),
         "post_fwd": (forward * table.mask(placement="post")).sum(axis=0),
         "post_bwd": (backward * table.mask(placement="post")).sum(axis=0),
+        "layer_weight_cast": (weight_cast * repeat * layer).sum(axis=0),
+        "pre_weight_cast": (weight_cast * table.mask(placement="pre")).sum(axis=0),
+        "post_weight_cast": (weight_cast * table.mask(placement="post")).sum(axis=0),
         "layer_flops": table.total("flops", placement="layer"),
         "attn_flops": table.total("flops", kind=("attention", "softmax"), placement="layer"),
         "layer_params": table.total("params", placement="layer"),
@@ -125,7 +129,8 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
     the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
-    micro-batches per step.  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
+    micro-batches per step.  fp8: the weights' casts run once per step, on the first micro-batch
+    (:func:`perfmodel.models.compute.fp8_cast_times`).  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
     forward and backward pass on a stage are one graph: no per-kernel host dispatch
     (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
     ``host_dispatch_time``, the graph's launch (assumed: one graph per pass and micro-batch, as
@@ -152,9 +157,10 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
     params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
     largest = np.maximum.reduce([first, middle, last])
+    weight_cast = slowest_stage(c["layer_weight_cast"], c["pre_weight_cast"], c["post_weight_cast"])
     return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
             "ep": ep, "stage_layers": largest, "stage_share": largest / layers,
-            "forward_s": micro_batches * t_fwd, "backward_s": micro_batches * t_bwd}
+            "forward_s": micro_batches * t_fwd + weight_cast, "backward_s": micro_batches * t_bwd}
 
 
 def _recompute(inputs: ChainInputs, so_far: dict) -> dict:

@@ -16,16 +16,18 @@ sections "Tile Quantization" and "Wave Quantization").
 ``fp8_autocast`` with the delayed-scaling recipe): the matmuls run at the FP8 peak at the
 ``fp8_gemm_efficiency`` of the architecture (through :func:`perfmodel.models.gemm.gemm_parameters`);
 every other op stays in bf16.  Each fp8 matmul adds memory-bound cast kernels
-(:func:`fp8_cast_bytes`): in the forward pass its input and its weight are cast to fp8, in the
-backward pass the output gradient; each cast reads the bf16 tensor (2 bytes per element) and
+(:func:`fp8_cast_bytes`, :func:`fp8_cast_times`): in the forward pass its input is cast to fp8, in
+the backward pass the output gradient, and once per step its weight (TE caches the fp8 weight
+over the micro-batches of a step: Megatron-LM passes ``is_first_microbatch`` to ``te.Linear``,
+which casts on the first and reuses the cast on the others; the chain adds the weight casts once
+per step); each cast reads the bf16 tensor (2 bytes per element) and
 writes it in fp8 twice, row-wise and transposed (1 + 1 bytes), because Hopper's FP8 tensor-core
 GEMMs take only the "TN" layout (cuBLASLt ``cublasLtMatmul`` docs, FP8 restrictions) and the
 weight-gradient GEMM needs the transposed operand (TE's fused ``cast_transpose`` kernels).  The
 amax TE's delayed scaling needs is reduced inside the same cast kernels; the amax-history and
 scale update is one fused kernel per step and is not counted (a few microseconds).  Not modelled:
-TE fusing the input cast into a preceding LayerNorm (``LayerNormLinear``) and caching the fp8
-weights over the micro-batches of a step (``is_first_microbatch``): the casts here are an upper
-bound.
+TE fusing the input cast into a preceding LayerNorm (``LayerNormLinear``), so the input casts
+here are an upper bound.
 
 **CUDA graphs** (``cuda_graphs=True``): the kernels of a captured graph are replayed by one
 ``cudaGraphLaunch``, so the per-kernel host dispatch floor disappears (NVIDIA CUDA C++ Programming
@@ -50,7 +52,7 @@ from perfmodel.workloads.ops import OpTable
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
     "op_peaks", "op_times", "memory_bound", "launch_bound", "roofline_points", "fp8_cast_bytes",
-    "FP8_CAST_BYTES_PER_ELEMENT",
+    "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
 TENSOR_KINDS = ("matmul", "conv", "attention")
@@ -180,21 +182,31 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     bytes.  Every kernel takes at least ``host_dispatch_time``: the host dispatches kernels one by
     one, so a kernel shorter than that leaves the GPU waiting (launch-bound); with ``cuda_graphs``
     the graph replays them without the host and that floor is 0.  With ``precision="fp8"`` each
-    matmul also pays its cast kernels (:func:`fp8_cast_bytes`, module docstring), each a
-    memory-bound kernel with its own launch and dispatch.  ``sustained`` scales the compute peaks
+    matmul also pays its input cast (forward) and output-gradient cast (backward) kernels
+    (:func:`fp8_cast_times`; its weight cast, once per step, is the caller's).  ``sustained`` scales the compute peaks
     (a whole training step holds a lower clock than an isolated kernel; see the
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
     host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
-    forward, backward = np.maximum(forward, host), np.maximum(backward, host)
+    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs)
+    return np.maximum(forward, host) + input_cast, np.maximum(backward, host) + gradient_cast
+
+
+def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+                   cuda_graphs: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds of each op's fp8 cast kernels (input per forward pass, weight once per step, output
+    gradient per backward pass; :func:`fp8_cast_bytes`), each a memory-bound kernel
+    (:func:`roofline_time` with no FLOPs) with its launch and, without ``cuda_graphs``, the host
+    dispatch floor; all 0 unless ``precision`` is ``fp8``."""
+    casts = fp8_cast_bytes(table)
     if precision != "fp8":
-        return forward, backward
+        return tuple(np.zeros_like(cast) for cast in casts)
     _, bandwidth, _, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
-    cast_s = [np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
-              for cast in fp8_cast_bytes(table)]
-    return forward + cast_s[0] + cast_s[1], backward + cast_s[2]
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
+    return tuple(np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
+                 for cast in casts)
 
 
 def fp8_cast_bytes(table: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
