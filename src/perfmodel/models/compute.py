@@ -13,8 +13,9 @@ cost (NVIDIA Deep Learning Performance docs, "Matrix Multiplication Background U
 sections "Tile Quantization" and "Wave Quantization").
 
 **fp8 as Transformer Engine runs it** (NVIDIA Transformer Engine, ``te.Linear`` under
-``fp8_autocast`` with the delayed-scaling recipe): the matmuls run at the FP8 peak at the
-``fp8_gemm_efficiency`` of the architecture (through :func:`perfmodel.models.gemm.gemm_parameters`);
+``fp8_autocast`` with the delayed-scaling recipe): the matmuls run at the FP8 peak at the bf16
+GEMM efficiency times the architecture's ``fp8_gemm_efficiency`` (through
+:func:`perfmodel.models.gemm.gemm_parameters`);
 every other op stays in bf16.  Each fp8 matmul adds memory-bound cast kernels
 (:func:`fp8_cast_bytes`, :func:`fp8_cast_times`): in the forward pass its input is cast to fp8, in
 the backward pass the output gradient, and once per step its weight (TE caches the fp8 weight
