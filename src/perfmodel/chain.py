@@ -54,12 +54,14 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", True): 22.0, ("sgd", False): 20.0}
 
 
-def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp) -> dict[str, np.ndarray]:
+def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
+                    cuda_graphs=False) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
-    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, cuda_graphs=cuda_graphs)
+    weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
@@ -72,6 +74,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "pre_bwd": (backward * table.mask(placement="pre")).sum(axis=0),
         "post_fwd": (forward * table.mask(placement="post")).sum(axis=0),
         "post_bwd": (backward * table.mask(placement="post")).sum(axis=0),
+        "layer_weight_cast": (weight_cast * repeat * layer).sum(axis=0),
+        "pre_weight_cast": (weight_cast * table.mask(placement="pre")).sum(axis=0),
+        "post_weight_cast": (weight_cast * table.mask(placement="post")).sum(axis=0),
         "layer_flops": table.total("flops", placement="layer"),
         "attn_flops": table.total("flops", kind=("attention", "softmax"), placement="layer"),
         "layer_params": table.total("params", placement="layer"),
@@ -79,8 +84,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
-        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained)
-                               ).sum(axis=0) / op_seconds.sum(axis=0),
+        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained,
+                                                                 cuda_graphs)).sum(axis=0) / op_seconds.sum(axis=0),
         # a mixture of experts' expert weights (all experts, as the op table holds them)
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),
@@ -92,7 +97,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 class ChainInputs:
     """What every step reads: the workload, the cluster (catalog), the plans as arrays of
     :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
-    scenario's data section and whether to write memory reasons."""
+    scenario's data section, whether to write memory reasons and whether the step runs as CUDA graphs."""
 
     workload: Any
     cluster: Cluster
@@ -103,6 +108,7 @@ class ChainInputs:
     profile: Any
     data: Any = None
     memory_reasons: bool = False
+    cuda_graphs: bool = False
 
     def degree(self, name: str) -> np.ndarray:
         """A plan field as floats (degrees, batch sizes)."""
@@ -123,10 +129,15 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
     the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
-    micro-batches per step."""
+    micro-batches per step.  fp8: the weights' casts run once per step, on the first micro-batch
+    (:func:`perfmodel.models.compute.fp8_cast_times`).  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
+    forward and backward pass on a stage are one graph: no per-kernel host dispatch
+    (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
+    ``host_dispatch_time``, the graph's launch (assumed: one graph per pass and micro-batch, as
+    Megatron-LM captures them)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
-                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"])
+                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs)
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
     layers = inputs.workload.layers
     first, middle, last = stage_layers(layers, pp)
@@ -139,13 +150,17 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
 
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
+    if inputs.cuda_graphs:  # one graph per micro-batch and pass: its launch is the host floor of the whole pass
+        host = inputs.profile.get("host_dispatch_time")
+        t_fwd, t_bwd = np.maximum(t_fwd, host), np.maximum(t_bwd, host)
     ep = expert_parallel(inputs)
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
     params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
     largest = np.maximum.reduce([first, middle, last])
+    weight_cast = slowest_stage(c["layer_weight_cast"], c["pre_weight_cast"], c["post_weight_cast"])
     return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
             "ep": ep, "stage_layers": largest, "stage_share": largest / layers,
-            "forward_s": micro_batches * t_fwd, "backward_s": micro_batches * t_bwd}
+            "forward_s": micro_batches * t_fwd + weight_cast, "backward_s": micro_batches * t_bwd}
 
 
 def _recompute(inputs: ChainInputs, so_far: dict) -> dict:
@@ -492,7 +507,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
 
 def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
               flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
-              steps: dict[str, Callable] | None = None) -> ChainResult:
+              steps: dict[str, Callable] | None = None, cuda_graphs: bool = False) -> ChainResult:
     """Run the :data:`STEPS` in order over the plans and keep what each produced.
 
     ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
@@ -504,7 +519,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
         raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
     require_network(cluster)
     inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
-                         memory_reasons)
+                         memory_reasons, cuda_graphs)
     values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
     produced = {}
     for name, default in STEPS.items():
@@ -515,7 +530,8 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
 
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
              flash_attention: bool, optimizer: str, profile, data=None,
-             memory_reasons: bool = False, steps: dict[str, Callable] | None = None) -> dict[str, np.ndarray]:
+             memory_reasons: bool = False, steps: dict[str, Callable] | None = None,
+             cuda_graphs: bool = False) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
     :func:`run_chain`.
 
@@ -527,7 +543,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
-                     steps=steps).outputs
+                     steps=steps, cuda_graphs=cuda_graphs).outputs
 
 
 def exposed_communication(comm_time, hideable_compute, interference):

@@ -100,7 +100,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         return Estimate(feasible=False, reasons=choice.reasons, **base)
     result = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
-                      profile=profile, data=scenario.data, memory_reasons=True)
+                      profile=profile, data=scenario.data, memory_reasons=True,
+                      cuda_graphs=choice.plan["cuda_graphs"])
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
 
 

@@ -383,6 +383,16 @@ _TABLE = (
                     "not give run.checkpoint_write",
         source="assumption: about one parallel-file-system / object-store client per node at 2 GB/s "
                "(the scenario spec's example storage_bandwidth); set run.checkpoint_write for real numbers"),
+    # --- fp8 GEMMs (perfmodel.models.gemm, perfmodel.models.compute: Transformer Engine fp8)
+    Parameter(
+        name="fp8_gemm_efficiency", default=0.88, low=0.3, high=1.0, unit="fraction of the bf16 GEMM efficiency",
+        description="inner-loop efficiency of a large fp8 GEMM tile as a share of gemm_tensor_core_efficiency "
+                    "(the bf16 one) of the same architecture: fp8 tensor cores reach a smaller share of their "
+                    "doubled peak",
+        source=f"{_KERNEL_CSV}: best-shape MAMF / dense peak on H100 SXM, fp8 1402.6/1979 = 0.709 and bf16 "
+               "794.5/989.5 = 0.803, ratio 0.88 (the only GPU with both in the table; H200 fp8 0.73, B200 0.76, "
+               "GB200 0.72 of their fp8 peaks); fitted per architecture by calibrate on the fp8 kernel.csv rows",
+        per="architecture"),
 )
 
 PARAMETERS: dict[str, Parameter] = {parameter.name: parameter for parameter in _TABLE}

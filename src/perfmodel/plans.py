@@ -61,12 +61,14 @@ def default_precision(gpu) -> str:
 def settings(plan: Plan, gpu) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
     flash attention (on for Ampere and newer: it needs the tensor cores of sm80+; Dao 2023) and
-    the optimizer (Adam).  Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
+    the optimizer (Adam) and CUDA graphs (off: eager PyTorch, as Megatron-LM runs by default).
+    Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
     flash = plan.flash_attention
     if flash is None:
         flash = gpu is None or gpu.architecture not in ("Pascal", "Volta", "Turing")
     precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
-    return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam"}
+    return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam",
+            "cuda_graphs": bool(plan.cuda_graphs)}
 
 
 def default_micro_batch(family: str) -> int:
@@ -359,7 +361,7 @@ def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
 
 # --- one plan without a cluster: the memory planner -----------------------------------------------
 
-SETTING_FIELDS = ("precision", "flash_attention", "optimizer")
+SETTING_FIELDS = ("precision", "flash_attention", "optimizer", "cuda_graphs")
 
 
 def _plan_dict(plan) -> dict:

@@ -116,6 +116,8 @@ class Plan(_Section):
     zero: Annotated[int, BeforeValidator(_not_boolean)] | None = Field(None, ge=0, le=3)
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
+    cuda_graphs: bool | None = Field(
+        None, description="run each micro-batch's passes as CUDA graphs: no per-kernel host dispatch (default false)")
     optimizer: Literal[OPTIMIZERS] | None = None  # type: ignore[valid-type]
     offload: Literal[OFFLOAD_TARGETS] | None = Field(  # type: ignore[valid-type]
         None, description="state kept in host memory over PCIe (ZeRO-Offload): none, optimizer, weights, both")

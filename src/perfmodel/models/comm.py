@@ -34,6 +34,29 @@ NCCL cuts a message into chunks that flow through the ring or tree, and a pipeli
 2 sqrt(L W)`` (Johnsson & Ho 1989, pipelined broadcast); ``pipeline_fill`` replaces the 2 with a
 fitted coefficient, since NCCL's chunks are not optimal for every size.
 
+**Protocols** (NCCL's LL, LL128 and Simple; NVIDIA/nccl ``src/graph/tuning.cc``,
+``ncclTopoTuneModel``, tables ``baseLat`` and ``hwLat`` and the "model refinements" of ``busBw``).
+Ring, tree and broadcast run under each enabled protocol and NCCL takes the fastest for the
+message size; every algorithm's time here is the elementwise minimum over ``protocols``:
+
+* **Simple** moves data in large chunks with memory fences: full bandwidth, the largest
+  latencies (baseLat Ring 8.4 us; hwLat per ring step NVLink 3.4, PCI 5.7, NET 14 us).
+* **LL128** sends 128-byte lines of which 120 bytes are data and 8 a flag (bandwidth x 0.92 in
+  tuning.cc for ring, 7/9 for a tree inside one node, 120/128 across nodes); per-step hwLat NVLink
+  1.9, PCI 2.5, NET 4 us, baseLat 14 us.  NCCL enables it by default only where the intra-node
+  path is NVLink, so here only on ``nvlink``/``nvswitch`` nodes.
+* **LL** sends 8-byte lines of 4 data bytes and a 4-byte flag, so no fence is needed: half the
+  bandwidth (tuning.cc: ring busBw x 0.5, tree x 1/3.8), the smallest latencies (baseLat 6.6 us,
+  hwLat per ring step NVLink 0.6, PCI 1.0, NET 2.7 us).
+
+The calibrated ``collective_base_latency`` is Simple's base latency and ``link_latency`` the LL128
+per-step latency of its link kind (the columns their priors come from); the other protocols'
+latencies are these times tuning.cc's ratios (:data:`BASE_LATENCY_RATIO`,
+:data:`STEP_LATENCY_RATIO`), their bandwidths the fitted plateau times :data:`PROTOCOL_BANDWIDTH`.
+Not modelled: tuning.cc's per-channel LL/LL128 bandwidth caps (``llMaxBws``,
+``perChMaxRingLL128Bws``) and its tree correction factors.  All-to-all and send/recv run Simple
+only; so do nvls (as in NCCL) and hierarchical (not an NCCL algorithm).
+
 A collective over one rank costs 0 s: there is nothing to exchange (NCCL returns immediately).
 'auto' is the elementwise fastest of ring, tree and nvls (when ``nvls`` is true), as NCCL's tuner
 picks among its algorithms by the same kind of model; hierarchical is not an NCCL algorithm and is
@@ -47,7 +70,8 @@ import numpy as np
 from perfmodel.models import checks
 from perfmodel.profile import CalibrationProfile, default_profile
 
-__all__ = ["ALGORITHMS", "COLLECTIVES", "collective_time", "algorithm_times", "link_numbers",
+__all__ = ["ALGORITHMS", "COLLECTIVES", "PROTOCOLS", "collective_time", "algorithm_times", "protocol_times",
+           "link_numbers",
            "cluster_collective_time", "bus_bandwidth_factor", "algbw", "busbw", "p2p_time", "crossover",
            "sweep"]
 
@@ -58,6 +82,28 @@ _AUTO = ("ring", "tree", "nvls")
 _TREE_OK = ("all_reduce",)
 _HIERARCHICAL_OK = ("all_reduce", "all_gather", "reduce_scatter")
 _DIRECT = ("all_to_all", "send_recv")
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+# hardware classes of tuning.cc's hwLat table, by link kind (every NIC kind is NET)
+HARDWARE_CLASS = {"nvlink": "nvlink", "nvswitch": "nvlink", "pcie": "pci"}
+# NVIDIA/nccl src/graph/tuning.cc baseLat (us) over Ring/Simple's 8.4 us: Ring {6.6, 14.0, 8.4},
+# Tree {6.8, 14.0, 8.4} for {LL, LL128, Simple}
+BASE_LATENCY_RATIO = {"ring": {"LL": 6.6 / 8.4, "LL128": 14.0 / 8.4, "Simple": 1.0},
+                      "tree": {"LL": 6.8 / 8.4, "LL128": 14.0 / 8.4, "Simple": 1.0}}
+# tuning.cc hwLat (us) per step over the Ring/LL128 entry of the same hardware class
+# (NVLink 1.9, PCI 2.5, NET 4.0), which is the prior of link_latency
+_HW_LATENCY_US = {
+    "nvlink": {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0)},
+    "pci": {"ring": (1.0, 2.5, 5.7), "tree": (1.0, 1.9, 4.0)},
+    "net": {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0)},
+}
+STEP_LATENCY_RATIO = {hw: {algorithm: dict(zip(PROTOCOLS, (us / table["ring"][1] for us in row)))
+                           for algorithm, row in table.items()}
+                      for hw, table in _HW_LATENCY_US.items()}
+# tuning.cc busBw refinements: ring LL x 0.5, LL128 x 0.92; tree LL x 1/3.8, LL128 x 7/9 in one
+# node and 120/128 across nodes (the (single node, multi node) pair)
+PROTOCOL_BANDWIDTH = {"ring": {"LL": (0.5, 0.5), "LL128": (0.92, 0.92), "Simple": (1.0, 1.0)},
+                      "tree": {"LL": (1 / 3.8, 1 / 3.8), "LL128": (7 / 9, 120 / 128), "Simple": (1.0, 1.0)}}
 
 
 
@@ -106,17 +152,51 @@ def _whole(name: str, value):
 def algorithm_times(collective, message_bytes, group_size, members_per_node, *, intra_bandwidth,
                     intra_latency, inter_bandwidth, inter_latency, nvls=False, intra_efficiency=1.0,
                     inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
-                    nvls_latency=0.0, pipeline_fill=0.0) -> dict:
-    """Seconds per algorithm (``ring``, ``tree``, ``hierarchical``, ``nvls``) for one collective.
+                    nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
+                    inter_hardware="net") -> dict:
+    """Seconds per algorithm (``ring``, ``tree``, ``hierarchical``, ``nvls``) for one collective:
+    the fastest of ``protocols`` for each (:func:`protocol_times`).
 
     Every numeric argument may be a float or a numpy array; they broadcast.  An algorithm that
     cannot run the collective (tree for all-gather, nvls without ``nvls``) is ``inf``.  The
     efficiency keywords default to the ideal wire-rate alpha-beta model (1.0, zero latency, no
-    pipeline fill); :func:`link_numbers` supplies the calibrated ones.  Each algorithm's time is
-    ``L + W + pipeline_fill * sqrt(L * W)`` for its latency ``L`` and transfer time ``W`` (module
-    docstring).
+    pipeline fill) under all three protocols; :func:`link_numbers` supplies the calibrated ones and
+    the protocols NCCL enables on the cluster.  Each algorithm's time is ``L + W + pipeline_fill *
+    sqrt(L * W)`` for its latency ``L`` and transfer time ``W`` (module docstring).
+    """
+    per_protocol = protocol_times(
+        collective, message_bytes, group_size, members_per_node, intra_bandwidth=intra_bandwidth,
+        intra_latency=intra_latency, inter_bandwidth=inter_bandwidth, inter_latency=inter_latency, nvls=nvls,
+        intra_efficiency=intra_efficiency, inter_efficiency=inter_efficiency, base_latency=base_latency,
+        tree_efficiency=tree_efficiency, nvls_efficiency=nvls_efficiency, nvls_latency=nvls_latency,
+        pipeline_fill=pipeline_fill, protocols=protocols, intra_hardware=intra_hardware,
+        inter_hardware=inter_hardware)
+    return {name: np.minimum.reduce(list(times.values())) for name, times in per_protocol.items()}
+
+
+def protocol_times(collective, message_bytes, group_size, members_per_node, *, intra_bandwidth,
+                   intra_latency, inter_bandwidth, inter_latency, nvls=False, intra_efficiency=1.0,
+                   inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
+                   nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
+                   inter_hardware="net") -> dict:
+    """Seconds per algorithm and protocol: ``{algorithm: {protocol: time}}``.
+
+    Arguments as :func:`algorithm_times`.  ``protocols``: the enabled subset of :data:`PROTOCOLS`;
+    ``intra_hardware``/``inter_hardware``: the hwLat class (``nvlink``, ``pci``, ``net``) of the
+    intra-node and inter-node links.  ``intra_latency``/``inter_latency`` are LL128 per-step
+    latencies and ``base_latency`` Simple's base latency; each protocol scales them and the
+    bandwidths by tuning.cc's ratios (module docstring).  Protocols apply to ring, tree and
+    broadcast; hierarchical and nvls run only when Simple is enabled, all-to-all and send/recv
+    always as Simple point-to-point sends (they list only it).
     """
     _check_collective(collective)
+    protocols = tuple(protocols)
+    unknown = [name for name in protocols if name not in PROTOCOLS]
+    if not protocols or unknown:
+        raise ValueError(f"protocols {list(protocols)} must be a non-empty subset of {', '.join(PROTOCOLS)}")
+    for name, hardware in (("intra_hardware", intra_hardware), ("inter_hardware", inter_hardware)):
+        if hardware not in STEP_LATENCY_RATIO:
+            raise ValueError(f"{name} {hardware!r} is unknown; allowed: {', '.join(STEP_LATENCY_RATIO)}")
     n = checks.positive("message_bytes", message_bytes)
     p = _whole("group_size", group_size)
     g = np.minimum(_whole("members_per_node", members_per_node), p)
@@ -132,42 +212,63 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
     a_n = np.where(multi, checks.nonnegative("inter_latency", inter_latency), 0.0)
     a_0 = checks.nonnegative("base_latency", base_latency)
     fill = checks.nonnegative("pipeline_fill", pipeline_fill)
+    tree_eta = _fraction("tree_efficiency", tree_efficiency)
     shape = np.broadcast(n, p, g, intra, inter, a_i, a_n, a_0, fill).shape
-    slowest = np.where(multi, np.minimum(intra, inter), intra)
-    parts: dict[str, tuple] = {}  # algorithm -> (latency L, transfer time W)
 
-    if collective == "send_recv":
-        parts["ring"] = (a_0 + np.where(multi, a_n, a_i), n / slowest)
+    def scaled(algorithm, protocol):
+        """(a_0, a_i, a_n, intra bandwidth, inter bandwidth) of ``algorithm`` under ``protocol``."""
+        single, several = PROTOCOL_BANDWIDTH[algorithm][protocol]
+        factor = np.where(multi, several, single)
+        return (a_0 * BASE_LATENCY_RATIO[algorithm][protocol],
+                a_i * STEP_LATENCY_RATIO[intra_hardware][algorithm][protocol],
+                a_n * STEP_LATENCY_RATIO[inter_hardware][algorithm][protocol],
+                intra * factor, inter * factor)
+
+    parts: dict[str, dict] = {}  # algorithm -> protocol -> (latency L, transfer time W)
+    simple = "Simple" in protocols
+    if collective == "send_recv":  # point-to-point: Simple
+
+        parts["ring"] = {"Simple": (a_0 + np.where(multi, a_n, a_i), n / np.where(multi, np.minimum(intra, inter), intra))}
     elif collective == "all_to_all":  # every rank sends n/p to each other rank at once
-        parts["ring"] = (a_0 + np.where(g > 1, a_i, 0.0) + a_n,
-                         n * np.maximum((g - 1) / p / intra, np.where(multi, g * (p - g) / p / inter, 0.0)))
+        parts["ring"] = {"Simple": (a_0 + np.where(g > 1, a_i, 0.0) + a_n,
+                                    n * np.maximum((g - 1) / p / intra,
+                                                   np.where(multi, g * (p - g) / p / inter, 0.0)))}
     elif collective == "broadcast":  # pipelined chain through every rank
-        parts["ring"] = (a_0 + (p - nodes) * a_i + (nodes - 1) * a_n, n / slowest)
-    else:
+        parts["ring"] = {}
+        for protocol in protocols:
+            b0, bi, bn, b_intra, b_inter = scaled("ring", protocol)
+            parts["ring"][protocol] = (b0 + (p - nodes) * bi + (nodes - 1) * bn,
+                                       n / np.where(multi, np.minimum(b_intra, b_inter), b_intra))
+    elif collective not in _DIRECT:
         k = 2.0 if collective == "all_reduce" else 1.0  # reduce + gather halves, or one of them
-        parts["ring"] = (a_0 + k * ((p - nodes) * a_i + (nodes - 1) * a_n), k * (p - 1) / p * n / slowest)
-        inter_latency_phase = k * (nodes - 1) * a_n
-        inter_phase = k * (nodes - 1) / nodes * n / inter
-        parts["hierarchical"] = (a_0 + k * (g - 1) * a_i + inter_latency_phase,
-                                 k * (g - 1) / g * n / intra + inter_phase)
+        parts["ring"] = {}
+        for protocol in protocols:
+            b0, bi, bn, b_intra, b_inter = scaled("ring", protocol)
+            slowest = np.where(multi, np.minimum(b_intra, b_inter), b_intra)
+            parts["ring"][protocol] = (b0 + k * ((p - nodes) * bi + (nodes - 1) * bn), k * (p - 1) / p * n / slowest)
+        if simple:
+            parts["hierarchical"] = {"Simple": (a_0 + k * (g - 1) * a_i + k * (nodes - 1) * a_n,
+                                                k * (g - 1) / g * n / intra + k * (nodes - 1) / nodes * n / inter)}
     if collective == "all_reduce":
         per_node = np.where(nodes > 2, 2.0, np.where(multi, 1.0, 0.0))  # inter bytes per n per direction
-        parts["tree"] = (a_0 + 2.0 * ((g - 1) * a_i + np.ceil(np.log2(nodes)) * a_n),
-                         n * np.maximum(1.0 / intra, per_node / inter)
-                         / _fraction("tree_efficiency", tree_efficiency))
-        nvls_ok = np.asarray(nvls, dtype=bool) & (g > 1)
-        parts["nvls"] = (a_0 + checks.nonnegative("nvls_latency", nvls_latency) + inter_latency_phase,
-                         np.where(nvls_ok, n / (intra_raw * _fraction("nvls_efficiency", nvls_efficiency))
-                                  + inter_phase, np.inf))
+        parts["tree"] = {}
+        for protocol in protocols:
+            b0, bi, bn, b_intra, b_inter = scaled("tree", protocol)
+            parts["tree"][protocol] = (b0 + 2.0 * ((g - 1) * bi + np.ceil(np.log2(nodes)) * bn),
+                                       n * np.maximum(1.0 / b_intra, per_node / b_inter) / tree_eta)
+        if simple:
+            nvls_ok = np.asarray(nvls, dtype=bool) & (g > 1)
+            parts["nvls"] = {"Simple": (
+                a_0 + checks.nonnegative("nvls_latency", nvls_latency) + 2.0 * (nodes - 1) * a_n,
+                np.where(nvls_ok, n / (intra_raw * _fraction("nvls_efficiency", nvls_efficiency))
+                         + 2.0 * (nodes - 1) / nodes * n / inter, np.inf))}
     times = {}
     for name in ("ring", "tree", "hierarchical", "nvls"):
-        if name not in parts:
-            times[name] = np.full(shape, np.inf)
-            continue
-        latency, transfer = parts[name]
-        with np.errstate(invalid="ignore"):
-            time = np.where(np.isinf(transfer), np.inf, latency + transfer + fill * np.sqrt(latency * transfer))
-        times[name] = np.where(p > 1, np.broadcast_to(time, shape), 0.0)
+        times[name] = {}
+        for protocol, (latency, transfer) in parts.get(name, {"Simple": (0.0, np.inf)}).items():
+            with np.errstate(invalid="ignore"):
+                time = np.where(np.isinf(transfer), np.inf, latency + transfer + fill * np.sqrt(latency * transfer))
+            times[name][protocol] = np.where(p > 1, np.broadcast_to(time, shape), 0.0)
     return times
 
 
@@ -221,7 +322,8 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
     Keys: intra_bandwidth, intra_latency, inter_bandwidth (the whole node's NICs, per direction;
     0 without a network), inter_latency, intra_efficiency, inter_efficiency, base_latency,
     tree_efficiency, nvls_efficiency, nvls_latency, pipeline_fill, nvls (NVSwitch fabric on
-    Hopper/Blackwell).
+    Hopper/Blackwell), protocols (LL128 only on NVLink/NVSwitch nodes, as NCCL enables it by
+    default), intra_hardware and inter_hardware (tuning.cc's hwLat class of each link).
     On an NVLink mesh (DGX-1) the ring's share of the NVLinks is ``nvlink_mesh_ring_fraction``.
     """
     profile = profile or default_profile()
@@ -243,6 +345,9 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
         "nvls_latency": profile.get("nvls_latency"),
         "pipeline_fill": profile.get("pipeline_fill"),
         "nvls": cluster.fabric == "nvswitch" and architecture in NVLS_ARCHITECTURES,
+        "protocols": PROTOCOLS if HARDWARE_CLASS.get(cluster.intra.kind) == "nvlink" else ("LL", "Simple"),
+        "intra_hardware": HARDWARE_CLASS.get(cluster.intra.kind, "net"),
+        "inter_hardware": "net",
     }
 
 

@@ -12,6 +12,29 @@ falls for small or odd shapes through tile quantization, wave quantization and a
 cost (NVIDIA Deep Learning Performance docs, "Matrix Multiplication Background User's Guide",
 sections "Tile Quantization" and "Wave Quantization").
 
+**fp8 as Transformer Engine runs it** (NVIDIA Transformer Engine, ``te.Linear`` under
+``fp8_autocast`` with the delayed-scaling recipe): the matmuls run at the FP8 peak at the bf16
+GEMM efficiency times the architecture's ``fp8_gemm_efficiency`` (through
+:func:`perfmodel.models.gemm.gemm_parameters`);
+every other op stays in bf16.  Each fp8 matmul adds memory-bound cast kernels
+(:func:`fp8_cast_bytes`, :func:`fp8_cast_times`): in the forward pass its input is cast to fp8, in
+the backward pass the output gradient, and once per step its weight (TE caches the fp8 weight
+over the micro-batches of a step: Megatron-LM passes ``is_first_microbatch`` to ``te.Linear``,
+which casts on the first and reuses the cast on the others; the chain adds the weight casts once
+per step); each cast reads the bf16 tensor (2 bytes per element) and
+writes it in fp8 twice, row-wise and transposed (1 + 1 bytes), because Hopper's FP8 tensor-core
+GEMMs take only the "TN" layout (cuBLASLt ``cublasLtMatmul`` docs, FP8 restrictions) and the
+weight-gradient GEMM needs the transposed operand (TE's fused ``cast_transpose`` kernels).  The
+amax TE's delayed scaling needs is reduced inside the same cast kernels; the amax-history and
+scale update is one fused kernel per step and is not counted (a few microseconds).  Not modelled:
+TE fusing the input cast into a preceding LayerNorm (``LayerNormLinear``), so the input casts
+here are an upper bound.
+
+**CUDA graphs** (``cuda_graphs=True``): the kernels of a captured graph are replayed by one
+``cudaGraphLaunch``, so the per-kernel host dispatch floor disappears (NVIDIA CUDA C++ Programming
+Guide, "CUDA Graphs"); the chain floors each graph (a micro-batch's pass) at one
+``host_dispatch_time`` instead, its launch (:func:`perfmodel.chain._compute`).
+
 Every function over numbers broadcasts over numpy arrays: the same formula times one op or a
 million candidate plans.  The efficiency parameters are declared in :mod:`perfmodel.parameters`;
 :func:`op_times` reads them from a calibration profile, the pure functions take plain numbers.
@@ -29,10 +52,14 @@ from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "memory_bound", "roofline_points",
+    "op_peaks", "op_times", "memory_bound", "launch_bound", "roofline_points", "fp8_cast_bytes",
+    "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
 TENSOR_KINDS = ("matmul", "conv", "attention")
+
+# Transformer Engine cast_transpose: read bf16 (2 B), write fp8 row-wise (1 B) and transposed (1 B)
+FP8_CAST_BYTES_PER_ELEMENT = 4.0
 
 
 
@@ -123,6 +150,9 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     # with fp8 only matmuls read fp8 operands; conv and attention run in bf16 (op_peaks)
     parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile)
     parameters["input_bytes"] = np.where(kind == "matmul", ELEMENT_BYTES[precision], parameters["input_bytes"])
+    if precision == "fp8":  # the matmuls' inner loop at the fp8 GEMM efficiency
+        parameters["efficiency"] = np.where(kind == "matmul", gemm.gemm_parameters(gpu, "fp8", profile)["efficiency"],
+                                            parameters["efficiency"])
     clock = gemm.clock_ratio(gpu, profile)
     parameters["peak_flops"] = peak * clock
     kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
@@ -141,7 +171,7 @@ def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: Calibrat
 
 
 def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-             sustained: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+             sustained: float = 1.0, cuda_graphs: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
     Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
@@ -151,14 +181,43 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
     and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
     bytes.  Every kernel takes at least ``host_dispatch_time``: the host dispatches kernels one by
-    one, so a kernel shorter than that leaves the GPU waiting (launch-bound).  ``sustained`` scales
-    the compute peaks (a whole training step holds a lower clock than an isolated kernel; see the
+    one, so a kernel shorter than that leaves the GPU waiting (launch-bound); with ``cuda_graphs``
+    the graph replays them without the host and that floor is 0.  With ``precision="fp8"`` each
+    matmul also pays its input cast (forward) and output-gradient cast (backward) kernels
+    (:func:`fp8_cast_times`; its weight cast, once per step, is the caller's).  ``sustained`` scales the compute peaks
+    (a whole training step holds a lower clock than an isolated kernel; see the
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
-    host = profile.get("host_dispatch_time")
-    return np.maximum(forward, host), np.maximum(backward, host)
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
+    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs)
+    return np.maximum(forward, host) + input_cast, np.maximum(backward, host) + gradient_cast
+
+
+def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+                   cuda_graphs: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds of each op's fp8 cast kernels (input per forward pass, weight once per step, output
+    gradient per backward pass; :func:`fp8_cast_bytes`), each a memory-bound kernel
+    (:func:`roofline_time` with no FLOPs) with its launch and, without ``cuda_graphs``, the host
+    dispatch floor; all 0 unless ``precision`` is ``fp8``."""
+    casts = fp8_cast_bytes(table)
+    if precision != "fp8":
+        return tuple(np.zeros_like(cast) for cast in casts)
+    _, bandwidth, _, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
+    return tuple(np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
+                 for cast in casts)
+
+
+def fp8_cast_bytes(table: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes of the Transformer Engine fp8 cast kernels of each op: (forward input cast, forward
+    weight cast, backward output-gradient cast), :data:`FP8_CAST_BYTES_PER_ELEMENT` per element of
+    the ``m x k`` input, ``k x n`` weight and ``m x n`` output of each of the op's ``batch_gemms``
+    GEMMs.  Ops that are not matmuls, run in fp32, or have no shape: 0."""
+    cast = (table.per_op("kind") == "matmul") & ~table.per_op("fp32").astype(bool)
+    batch = np.where(cast, table.batch_gemms, 0.0) * FP8_CAST_BYTES_PER_ELEMENT
+    return (batch * table.m * table.k, batch * table.k * table.n, batch * table.m * table.n)
 
 
 def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float):
@@ -179,11 +238,12 @@ def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
 
 
 def launch_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-                 sustained: float = 1.0) -> np.ndarray:
+                 sustained: float = 1.0, cuda_graphs: bool = False) -> np.ndarray:
     """True for the ops whose forward kernel is shorter than ``host_dispatch_time`` on the roofline,
     so the host's dispatch, not the GPU, sets their time (see :func:`op_times`); same shape as the
-    table's columns."""
-    return _kernel_times(table, gpu, precision, profile, sustained)[0] < profile.get("host_dispatch_time")
+    table's columns.  Under ``cuda_graphs`` no op is: the graph replays its kernels without the host."""
+    kernel = _kernel_times(table, gpu, precision, profile, sustained)[0]
+    return (kernel < profile.get("host_dispatch_time")) & (not cuda_graphs)
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,

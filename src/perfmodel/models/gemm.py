@@ -123,11 +123,13 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
     group = gpu.architecture
     clock = clock_ratio(gpu, profile)
     kind = "gemm_cuda_core_efficiency" if dtype in CUDA_CORE_DTYPES else "gemm_tensor_core_efficiency"
+    # fp8: a share of the bf16 tensor-core efficiency (parameter fp8_gemm_efficiency)
+    fp8_share = profile.get("fp8_gemm_efficiency", group) if dtype == "fp8" else 1.0
     return {
         "peak_flops": gpu.peak(dtype) * clock, "sm_count": float(gpu.sm_count),
         "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
         "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": GEMM_OUTPUT_BYTES[dtype],
-        "efficiency": profile.get(kind, group), "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
+        "efficiency": profile.get(kind, group) * fp8_share, "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
         "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
         "small_tile_sharing": profile.get("gemm_small_tile_sharing"),
         "memory_efficiency": profile.get("gemm_memory_efficiency"),
