@@ -54,6 +54,10 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", True): 22.0, ("sgd", False): 20.0}
 
 
+# the per-micro-batch compute times of _unique_compute (seconds; the framework's kernels scale them)
+_COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "post_fwd", "post_bwd")
+
+
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
@@ -92,7 +96,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 class ChainInputs:
     """What every step reads: the workload, the cluster (catalog), the plans as arrays of
     :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
-    scenario's data section and whether to write memory reasons."""
+    scenario's data section, whether to write memory reasons and the training framework (a name of
+    :data:`perfmodel.vocabulary.FRAMEWORKS`, the group of the ``per="framework"`` parameters; None =
+    not stated, their pooled value)."""
 
     workload: Any
     cluster: Cluster
@@ -103,6 +109,7 @@ class ChainInputs:
     profile: Any
     data: Any = None
     memory_reasons: bool = False
+    framework: str | None = None
 
     def degree(self, name: str) -> np.ndarray:
         """A plan field as floats (degrees, batch sizes)."""
@@ -123,10 +130,13 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
     the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
-    micro-batches per step."""
+    micro-batches per step.  Every compute time is divided by the framework's
+    ``framework_compute_efficiency`` (its kernels' speed relative to the kernel model)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
                         inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"])
+    speed = inputs.profile.get("framework_compute_efficiency", inputs.framework)
+    c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
     layers = inputs.workload.layers
     first, middle, last = stage_layers(layers, pp)
@@ -364,8 +374,10 @@ def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
-    """A per-step framework overhead (``step_overhead``)."""
-    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
+    """A per-step framework overhead: ``step_overhead`` x the framework's ``framework_overhead_scale``."""
+    profile = inputs.profile
+    seconds = profile.get("step_overhead") * profile.get("framework_overhead_scale", inputs.framework)
+    return {"overhead_s": seconds * np.ones_like(inputs.degree("tp"))}
 
 
 def _input(inputs: ChainInputs, so_far: dict) -> dict:
@@ -492,7 +504,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
 
 def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
               flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
-              steps: dict[str, Callable] | None = None) -> ChainResult:
+              steps: dict[str, Callable] | None = None, framework: str | None = None) -> ChainResult:
     """Run the :data:`STEPS` in order over the plans and keep what each produced.
 
     ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
@@ -504,7 +516,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
         raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
     require_network(cluster)
     inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
-                         memory_reasons)
+                         memory_reasons, framework)
     values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
     produced = {}
     for name, default in STEPS.items():
@@ -515,7 +527,8 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
 
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
              flash_attention: bool, optimizer: str, profile, data=None,
-             memory_reasons: bool = False, steps: dict[str, Callable] | None = None) -> dict[str, np.ndarray]:
+             memory_reasons: bool = False, steps: dict[str, Callable] | None = None,
+             framework: str | None = None) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
     :func:`run_chain`.
 
@@ -527,7 +540,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
-                     steps=steps).outputs
+                     steps=steps, framework=framework).outputs
 
 
 def exposed_communication(comm_time, hideable_compute, interference):

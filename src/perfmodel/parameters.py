@@ -2,7 +2,7 @@
 
 A :class:`Parameter` is one knob (an eta, a latency, an overlap fraction, a per-step overhead)
 with its default (the prior's centre), its bounds, its unit, the physics it may vary with
-(``per="architecture"`` or ``per="link_kind"``) and where the default comes from.  The table
+(``per="architecture"``, ``per="link_kind"`` or ``per="framework"``) and where the default comes from.  The table
 :data:`PARAMETERS` is static: importing this module declares all of them, so a calibration profile
 can be checked and fitted in a fresh process whatever else was imported.  Model modules register
 nothing; they read values from a :class:`~perfmodel.profile.CalibrationProfile`.
@@ -26,7 +26,7 @@ class Parameter:
     unit: str
     description: str
     source: str
-    per: str | None = None  # None | "architecture" | "link_kind"
+    per: str | None = None  # None | "architecture" | "link_kind" | "framework"
     prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
     group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
 
@@ -383,6 +383,26 @@ _TABLE = (
                     "not give run.checkpoint_write",
         source="assumption: about one parallel-file-system / object-store client per node at 2 GB/s "
                "(the scenario spec's example storage_bandwidth); set run.checkpoint_write for real numbers"),
+    # --- Software stack: traits of the training framework (vocabulary.FRAMEWORKS), chain steps
+    # compute and overhead; an absent or unfitted framework gets the pooled (geometric-mean) value
+    Parameter(
+        name="framework_compute_efficiency", default=1.0, low=0.4, high=2.0, unit="x the kernel model's rate",
+        description="speed of a framework's forward and backward kernels relative to the per-op kernel model "
+                    "(fused kernels, kernel selection, memory layouts): every compute time is divided by it",
+        source="prior 1 (the kernel model as is); the issue's observation that one model on one GPU differs "
+               "1.5-2x between published containers (NVIDIA DeepLearningExamples PyTorch vs TensorFlow vs "
+               "MXNet, Lambda, MLPerf) for the same op counts; fitted per framework by calibrate on training rows",
+        per="framework", prior_log_sigma=0.3),
+    Parameter(
+        name="framework_overhead_scale", default=1.0, low=0.05, high=20.0, unit="x step_overhead",
+        description="a framework's per-step host overhead (Python, optimizer and scheduler calls, logging, "
+                    "synchronisation; CUDA graphs and graph-mode frameworks remove much of it) as a multiple "
+                    "of step_overhead",
+        source="prior 1; CUDA graphs cut host launch cost per step (A. Gray, 'Getting Started with CUDA "
+               "Graphs', NVIDIA blog 2019), which graph-mode frameworks (TensorFlow/XLA, MXNet symbolic, "
+               "MLPerf recipes) use and PyTorch eager does not; fitted per framework by calibrate on "
+               "training rows",
+        per="framework", prior_log_sigma=1.0),
 )
 
 PARAMETERS: dict[str, Parameter] = {parameter.name: parameter for parameter in _TABLE}
