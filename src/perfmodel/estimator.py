@@ -97,7 +97,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     if choice.chosen:
         base["assumptions"]["chosen_by_search"] = choice.chosen
     assumed = list(cluster.assumed)  # hardware fields filled from a reference, e.g. the usual fabric
-    if framework_assumed(profile, framework):
+    if profile.framework_pooled(framework):
         assumed.append(framework_assumption(framework))
     if assumed:
         base["assumptions"]["assumed"] = assumed
@@ -107,12 +107,6 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True, framework=framework)
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
-
-
-def framework_assumed(profile, framework: str | None) -> bool:
-    """Whether the framework traits of an estimate are pooled rather than the framework's own: the
-    scenario names no framework, or the profile has no value fitted for the one it names."""
-    return not profile.fitted_group("framework_compute_efficiency", framework)
 
 
 def framework_assumption(framework: str | None) -> str:
@@ -150,7 +144,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     framework = base["assumptions"].get("framework")
     context = {"architecture": cluster.gpu.architecture, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
-               "assumed": {"fabric": bool(cluster.assumed), "framework": framework_assumed(profile, framework)}}
+               "assumed": {"fabric": bool(cluster.assumed), "framework": profile.framework_pooled(framework)}}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -172,6 +166,6 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
 def _assumed_inputs(cluster, profile, framework) -> dict[str, str]:
     """Assumed inputs by name (:data:`perfmodel.calibration.intervals.ASSUMABLE`) and what was assumed."""
     assumed = {"fabric": "; ".join(cluster.assumed)} if cluster.assumed else {}
-    if framework_assumed(profile, framework):
+    if profile.framework_pooled(framework):
         assumed["framework"] = "pooled" if framework is None else f"{framework} (pooled)"
     return assumed

@@ -145,10 +145,15 @@ class CalibrationProfile(BaseModel):
                 })
         return pd.DataFrame(rows)
 
-    def fitted_group(self, name: str, group: str | None) -> bool:
-        """Whether the profile holds a value of ``name`` fitted for ``group`` itself (not the pooled
-        or default value a group without rows falls back to)."""
-        return group is not None and f"{name}[{group}]" in self.values
+    def framework_pooled(self, framework: str | None) -> bool:
+        """Whether an estimate for ``framework`` (None = not stated) uses pooled framework traits: some
+        ``per="framework"`` parameter has values of its own for other frameworks but none for this
+        one.  A profile with no per-framework values treats every framework alike, so nothing is pooled."""
+        for name, parameter in PARAMETERS.items():
+            if parameter.per == "framework" and any(key.startswith(f"{name}[") for key in self.values):
+                if framework is None or f"{name}[{framework}]" not in self.values:
+                    return True
+        return False
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""

@@ -21,7 +21,7 @@ import pandas as pd
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.choice import choose_plans
-from perfmodel.estimator import framework_assumed, framework_assumption
+from perfmodel.estimator import framework_assumption
 from perfmodel.job import run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSpec
@@ -107,6 +107,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
     """(index, row, scenario, workload, cluster, choice) of every row that resolves; the reason of
     each row that does not goes to ``out``.  Rows sharing a model and hardware are chosen in one call."""
     groups: dict[tuple, list] = {}
+    pooled: dict[str | None, bool] = {}  # framework -> whether its traits are pooled
     for index, row in rows.iterrows():
         try:
             if row["metric"] not in METRICS:
@@ -115,7 +116,9 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             workload = _workload(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = list(cluster.assumed)
-            if framework_assumed(profile, scenario.framework):
+            if scenario.framework not in pooled:
+                pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
+            if pooled[scenario.framework]:
                 assumed.append(framework_assumption(scenario.framework))
             out.at[index, "assumed"] = "; ".join(assumed) or None
             cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
