@@ -105,7 +105,7 @@ def test_absent_framework_uses_the_pooled_value_and_says_so():
     assert unstated.breakdown_s["overhead"] == pytest.approx(
         profile.get("step_overhead") * profile.get("framework_overhead_scale"), rel=1e-12)
     assert any(line.startswith("framework not stated: its traits") for line in unstated.assumptions["assumed"])
-    assert any(line.startswith("framework 'jax' has no fitted rows") for line in unfitted.assumptions["assumed"])
+    assert any(line.startswith("framework 'jax' has no values of its own") for line in unfitted.assumptions["assumed"])
     assert "assumed" not in megatron.assumptions and megatron.assumptions["framework"] == "megatron"
 
 

@@ -111,7 +111,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
 
 def framework_assumption(framework: str | None) -> str:
     """The assumed-input line of pooled framework traits."""
-    who = f"framework {framework!r} has no fitted rows" if framework else "framework not stated"
+    who = f"framework {framework!r} has no values of its own in the profile" if framework else "framework not stated"
     return f"{who}: its traits (framework_*) take the value pooled over the fitted frameworks"
 
 
@@ -141,10 +141,10 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         memory=memory,
         **base,
     )
-    framework = base["assumptions"].get("framework")
+    assumed = _assumed_inputs(cluster, profile, base["assumptions"].get("framework"))
     context = {"architecture": cluster.gpu.architecture, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
-               "assumed": {"fabric": bool(cluster.assumed), "framework": profile.framework_pooled(framework)}}
+               "assumed": {name: True for name in assumed} or None}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -155,7 +155,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         estimate.confidence = confidence(
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
-            assumed=_assumed_inputs(cluster, profile, framework) or None)
+            assumed=assumed or None)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]
