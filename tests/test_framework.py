@@ -183,3 +183,17 @@ def test_validate_rows_carry_the_framework_and_the_pooled_assumption(catalog):
     assert scored["framework"].iloc[1] == "megatron" and pd.isna(scored["framework"].iloc[0])
     assert scored["assumed"].iloc[0].startswith("framework not stated")
     assert scored["assumed"].iloc[1] is None
+
+
+def test_shipped_training_rows_state_their_framework_and_the_software_it_came_from():
+    from perfmodel.calibration.measurements import shipped_measurements
+
+    train = shipped_measurements().query("kind == 'train'")
+    assert train["framework"].isin(FRAMEWORKS).all() and train["software"].notna().all()
+    dle = train[train["framework"].str.startswith("dle-")]
+    assert dle["source"].str.startswith(("NVIDIA/DeepLearningExamples", "lambdal/deeplearning-benchmark")).all()
+    language = {"dle-pytorch": "PyTorch", "dle-tensorflow": "TensorFlow", "dle-mxnet": "MXNet",
+                "dle-paddle": "PaddlePaddle", "megatron": "Megatron-LM", "nemo": "NeMo", "torchtitan": "torchtitan",
+                "composer": "Composer", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
+    for framework, rows in train.groupby("framework"):
+        assert rows["software"].str.contains(language[framework]).all(), framework
