@@ -374,10 +374,8 @@ def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
-    """A per-step framework overhead: ``step_overhead`` x the framework's ``framework_overhead_scale``."""
-    profile = inputs.profile
-    seconds = profile.get("step_overhead") * profile.get("framework_overhead_scale", inputs.framework)
-    return {"overhead_s": seconds * np.ones_like(inputs.degree("tp"))}
+    """A per-step framework overhead (``step_overhead``)."""
+    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
 
 
 def _input(inputs: ChainInputs, so_far: dict) -> dict:

@@ -383,8 +383,9 @@ _TABLE = (
                     "not give run.checkpoint_write",
         source="assumption: about one parallel-file-system / object-store client per node at 2 GB/s "
                "(the scenario spec's example storage_bandwidth); set run.checkpoint_write for real numbers"),
-    # --- Software stack: traits of the training framework (vocabulary.FRAMEWORKS), chain steps
-    # compute and overhead; an absent or unfitted framework gets the pooled (geometric-mean) value
+    # --- Software stack: traits of the training framework (vocabulary.FRAMEWORKS); an absent or
+    # unfitted framework gets the pooled (geometric-mean) value.  A per-framework multiple of
+    # step_overhead was tried and dropped: calibrate left it undetermined for every framework.
     Parameter(
         name="framework_compute_efficiency", default=1.0, low=0.4, high=2.0, unit="x the kernel model's rate",
         description="speed of a framework's forward and backward kernels relative to the per-op kernel model "
@@ -393,16 +394,6 @@ _TABLE = (
                "1.5-2x between published containers (NVIDIA DeepLearningExamples PyTorch vs TensorFlow vs "
                "MXNet, Lambda, MLPerf) for the same op counts; fitted per framework by calibrate on training rows",
         per="framework", prior_log_sigma=0.3),
-    Parameter(
-        name="framework_overhead_scale", default=1.0, low=0.05, high=20.0, unit="x step_overhead",
-        description="a framework's per-step host overhead (Python, optimizer and scheduler calls, logging, "
-                    "synchronisation; CUDA graphs and graph-mode frameworks remove much of it) as a multiple "
-                    "of step_overhead",
-        source="prior 1; CUDA graphs cut host launch cost per step (A. Gray, 'Getting Started with CUDA "
-               "Graphs', NVIDIA blog 2019), which graph-mode frameworks (TensorFlow/XLA, MXNet symbolic, "
-               "MLPerf recipes) use and PyTorch eager does not; fitted per framework by calibrate on "
-               "training rows",
-        per="framework", prior_log_sigma=1.0),
 )
 
 PARAMETERS: dict[str, Parameter] = {parameter.name: parameter for parameter in _TABLE}

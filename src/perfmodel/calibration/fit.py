@@ -20,7 +20,7 @@ earlier values fixed:
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
    overhead, the clock a whole step sustains, the host's per-kernel dispatch time) and the traits
-   of each training framework (``per="framework"``: kernel speed, per-step overhead).
+   of each training framework (``per="framework"``: its kernels' speed).
 
 Architectures (and frameworks) with no rows of their own take the geometric mean of the fitted
 ones (:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
@@ -58,7 +58,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("train", ("train",),
      ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
-      "tp_overlap", "step_overhead", "framework_compute_efficiency", "framework_overhead_scale")),
+      "tp_overlap", "step_overhead", "framework_compute_efficiency")),
 )
 
 # measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
