@@ -105,7 +105,7 @@ def test_configuration_key(db):
     """Same configuration = same identifying columns, whatever the id, source, notes or
     framework; any identifying column that differs makes another configuration."""
     store = BaselineStore(db)
-    store.add(frame(train_row(10.0, row_id="a", notes="run 1", framework="Megatron"),
+    store.add(frame(train_row(10.0, row_id="a", notes="run 1", framework="megatron"),
                     train_row(10.5, row_id="b", notes="run 2", source="elsewhere"),
                     train_row(9.0, row_id="c", tp=2, dp=4),
                     train_row(9.5, row_id="d", metric="samples_per_s")))

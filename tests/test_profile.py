@@ -21,7 +21,7 @@ def test_every_parameter_is_declared_once_in_the_table():
     assert len(names) == len(set(names)) == len(parameters.PARAMETERS)
     for parameter in parameters._TABLE:
         assert parameter.source and parameter.unit and parameter.description, parameter.name
-        assert parameter.per in (None, "architecture", "link_kind"), parameter.name
+        assert parameter.per in (None, "architecture", "link_kind", "framework"), parameter.name
 
 
 def test_no_module_outside_the_table_declares_a_parameter():

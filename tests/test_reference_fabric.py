@@ -84,7 +84,7 @@ def test_bad_reference_fabric_in_a_user_file_names_file_and_field(tmp_path):
         load_catalog(path, include_env=False)
 
 
-SCENARIO_64 = {"workload": {"model": "llama2-7b"},
+SCENARIO_64 = {"workload": {"model": "llama2-7b"}, "framework": "megatron",  # a stated framework: not assumed
                "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64},
                "plan": {"tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 512, "precision": "bf16",
                         "recompute": "selective", "zero": 1}}
@@ -111,10 +111,10 @@ def test_validate_rows_list_the_assumed_fabric():
     rows = pd.DataFrame([
         {"id": "a", "kind": "train", "gpu": "A100-SXM4-80GB", "num_gpus": 32, "gpus_per_node": 8, "inter": None,
          "model": "bert-large", "seq_len": 128, "precision": "fp16", "micro_batch": 64, "global_batch": 2048,
-         "metric": "samples_per_s", "value": 10000.0},
+         "metric": "samples_per_s", "value": 10000.0, "framework": "dle-pytorch"},
         {"id": "b", "kind": "train", "gpu": "A100-SXM4-80GB", "num_gpus": 32, "gpus_per_node": 8,
          "inter": "8 x ib-hdr", "model": "bert-large", "seq_len": 128, "precision": "fp16", "micro_batch": 64,
-         "global_batch": 2048, "metric": "samples_per_s", "value": 10000.0}])
+         "global_batch": 2048, "metric": "samples_per_s", "value": 10000.0, "framework": "dle-pytorch"}])
     result = validate(rows).set_index("id")
     assert result.loc["a", "assumed"].startswith("inter = 8 x ib-hdr (reference fabric for A100-SXM4-80GB")
     assert result.loc["b", "assumed"] is None

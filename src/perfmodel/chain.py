@@ -54,6 +54,11 @@ MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", True): 22.0, ("sgd", False): 20.0}
 
 
+# the per-micro-batch compute times of _unique_compute (seconds; the framework's kernels scale them)
+_COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "post_fwd", "post_bwd",
+                  "layer_weight_cast", "pre_weight_cast", "post_weight_cast")
+
+
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
                     cuda_graphs=False) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
@@ -97,7 +102,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 class ChainInputs:
     """What every step reads: the workload, the cluster (catalog), the plans as arrays of
     :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
-    scenario's data section, whether to write memory reasons and whether the step runs as CUDA graphs."""
+    scenario's data section, whether to write memory reasons, whether the step runs as CUDA graphs
+    and the training framework (a name of :data:`perfmodel.vocabulary.FRAMEWORKS`, the group of the
+    ``per="framework"`` parameters; None = not stated, their pooled value)."""
 
     workload: Any
     cluster: Cluster
@@ -109,6 +116,7 @@ class ChainInputs:
     data: Any = None
     memory_reasons: bool = False
     cuda_graphs: bool = False
+    framework: str | None = None
 
     def degree(self, name: str) -> np.ndarray:
         """A plan field as floats (degrees, batch sizes)."""
@@ -134,10 +142,13 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     forward and backward pass on a stage are one graph: no per-kernel host dispatch
     (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
     ``host_dispatch_time``, the graph's launch (assumed: one graph per pass and micro-batch, as
-    Megatron-LM captures them)."""
+    Megatron-LM captures them).  Every compute time is divided by the framework's
+    ``framework_compute_efficiency`` (its kernels' speed relative to the kernel model)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
                         inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs)
+    speed = inputs.profile.get("framework_compute_efficiency", inputs.framework)
+    c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
     layers = inputs.workload.layers
     first, middle, last = stage_layers(layers, pp)
@@ -507,7 +518,8 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
 
 def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
               flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
-              steps: dict[str, Callable] | None = None, cuda_graphs: bool = False) -> ChainResult:
+              steps: dict[str, Callable] | None = None, cuda_graphs: bool = False,
+              framework: str | None = None) -> ChainResult:
     """Run the :data:`STEPS` in order over the plans and keep what each produced.
 
     ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
@@ -519,7 +531,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
         raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
     require_network(cluster)
     inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
-                         memory_reasons, cuda_graphs)
+                         memory_reasons, cuda_graphs, framework)
     values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
     produced = {}
     for name, default in STEPS.items():
@@ -531,7 +543,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
              flash_attention: bool, optimizer: str, profile, data=None,
              memory_reasons: bool = False, steps: dict[str, Callable] | None = None,
-             cuda_graphs: bool = False) -> dict[str, np.ndarray]:
+             cuda_graphs: bool = False, framework: str | None = None) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
     :func:`run_chain`.
 
@@ -543,7 +555,7 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
-                     steps=steps, cuda_graphs=cuda_graphs).outputs
+                     steps=steps, cuda_graphs=cuda_graphs, framework=framework).outputs
 
 
 def exposed_communication(comm_time, hideable_compute, interference):

@@ -54,12 +54,13 @@ def choose_plan(scenario, catalog=None, profile=None) -> Choice:
     """The :class:`Choice` for one scenario (a Scenario, a file path or a dict)."""
     scenario, workload, cluster = resolve(scenario, catalog)
     return choose_plans(workload, cluster, [scenario.plan], profile=profile or default_profile(),
-                        data=scenario.data)[0]
+                        data=scenario.data, framework=scenario.framework)[0]
 
 
-def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None) -> list[Choice]:
-    """One :class:`Choice` per scenario plan, all on the same workload and cluster; plans that
-    share precision, flash attention and optimizer are evaluated in one vectorized call."""
+def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None, framework=None) -> list[Choice]:
+    """One :class:`Choice` per scenario plan, all on the same workload, cluster and ``framework``
+    (:data:`perfmodel.vocabulary.FRAMEWORKS`, None = pooled); plans that share precision, flash
+    attention and optimizer are evaluated in one vectorized call."""
     groups: dict[tuple, list[int]] = {}
     for i, plan in enumerate(plans):
         fixed = settings(plan, cluster.gpu)
@@ -67,12 +68,13 @@ def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None) ->
         groups.setdefault(tuple(fixed.items()), []).append(i)
     out: dict[int, Choice] = {}
     for fixed, indices in groups.items():
-        chosen = _choose_group(workload, cluster, [plans[i] for i in indices], dict(fixed), profile, data)
+        chosen = _choose_group(workload, cluster, [plans[i] for i in indices], dict(fixed), profile, data,
+                               framework)
         out.update(zip(indices, chosen))
     return [out[i] for i in range(len(plans))]
 
 
-def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, data) -> list[Choice]:
+def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, data, framework) -> list[Choice]:
     """The choices of plans that share the settings ``fixed``: all their candidates in one pass."""
     candidates = []
     for plan in plans:
@@ -81,7 +83,8 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
         candidates.append(select(grid, check_plans(grid, workload, cluster.num_gpus, cluster.gpus_per_node) == 0))
     owner = np.concatenate([np.full(len(c["tp"]), i) for i, c in enumerate(candidates)])
     arrays = {name: np.concatenate([c[name] for c in candidates]) for name in PLAN_FIELDS}
-    result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data) if len(owner) else {}
+    result = (evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data, framework=framework)
+              if len(owner) else {})
     choices = []
     for i, plan in enumerate(plans):
         mine = np.flatnonzero(owner == i)
@@ -92,16 +95,17 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
             choices.append(_chosen(plan, {**fixed, **record}, _values(result, best)))
         else:
             choices.append(_fallback(plan, workload, cluster))
-    _explain_misfits([c for c in choices if c.valid and not c.fits], workload, cluster, fixed, profile, data)
+    _explain_misfits([c for c in choices if c.valid and not c.fits], workload, cluster, fixed, profile, data,
+                     framework)
     return choices
 
 
-def _explain_misfits(choices: list[Choice], workload, cluster, fixed: dict, profile, data) -> None:
+def _explain_misfits(choices: list[Choice], workload, cluster, fixed: dict, profile, data, framework) -> None:
     """Valid default plans that do not fit: their values and by how much they miss (in place)."""
     if not choices:
         return
     arrays = {name: np.concatenate([choice.arrays[name] for choice in choices]) for name in PLAN_FIELDS}
-    result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data)
+    result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data, framework=framework)
     for position, choice in enumerate(choices):
         choice.result = _values(result, position)
         choice.reasons = [f"does not fit in GPU memory ({choice.result['memory_total'] / 1e9:.1f} GB needed "

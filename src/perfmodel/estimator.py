@@ -88,21 +88,33 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     :func:`perfmodel.choice.choose_plans` picks for it."""
     scenario, workload, cluster = resolve(scenario, catalog)
     profile = profile or default_profile()
-    choice = choose_plans(workload, cluster, [scenario.plan], profile=profile, data=scenario.data)[0]
+    framework = scenario.framework
+    choice = choose_plans(workload, cluster, [scenario.plan], profile=profile, data=scenario.data,
+                          framework=framework)[0]
     base = {"workload": workload.name, "hardware": hardware_summary(cluster), "plan": choice.plan,
             "assumptions": {"profile": profile.provenance.get("name", "defaults"),
-                            "flash_attention": choice.plan["flash_attention"]}}
+                            "flash_attention": choice.plan["flash_attention"], "framework": framework}}
     if choice.chosen:
         base["assumptions"]["chosen_by_search"] = choice.chosen
-    if cluster.assumed or cluster.gpu.assumed:  # fields filled from a reference: the fabric, GPU specs
-        base["assumptions"]["assumed"] = [*cluster.gpu.assumed, *cluster.assumed]
+    # fields filled from a reference: GPU specs, the usual fabric, the pooled framework traits
+    assumed = [*cluster.gpu.assumed, *cluster.assumed]
+    if profile.framework_pooled(framework):
+        assumed.append(framework_assumption(framework))
+    if assumed:
+        base["assumptions"]["assumed"] = assumed
     if not choice.valid:
         return Estimate(feasible=False, reasons=choice.reasons, **base)
     result = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
-                      cuda_graphs=choice.plan["cuda_graphs"])
+                      cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
+
+
+def framework_assumption(framework: str | None) -> str:
+    """The assumed-input line of pooled framework traits."""
+    who = f"framework {framework!r} has no values of its own in the profile" if framework else "framework not stated"
+    return f"{who}: its traits (framework_*) take the value pooled over the fitted frameworks"
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,
@@ -131,9 +143,10 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         memory=memory,
         **base,
     )
+    assumed = _assumed_inputs(cluster, profile, base["assumptions"].get("framework"))
     context = {"architecture": cluster.gpu.architecture, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
-               "assumed": {"fabric": True} if cluster.assumed else None}
+               "assumed": {name: True for name in assumed} or None}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -144,9 +157,17 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         estimate.confidence = confidence(
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
-            assumed={"fabric": "; ".join(cluster.assumed)} if cluster.assumed else None)
+            assumed=assumed or None)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]
     estimate.cost = price_estimate(estimate, workload, cluster, run, profile)
     return estimate
+
+
+def _assumed_inputs(cluster, profile, framework) -> dict[str, str]:
+    """Assumed inputs by name (:data:`perfmodel.calibration.intervals.ASSUMABLE`) and what was assumed."""
+    assumed = {"fabric": "; ".join(cluster.assumed)} if cluster.assumed else {}
+    if profile.framework_pooled(framework):
+        assumed["framework"] = "pooled" if framework is None else f"{framework} (pooled)"
+    return assumed

@@ -2,7 +2,7 @@
 
 A :class:`Parameter` is one knob (an eta, a latency, an overlap fraction, a per-step overhead)
 with its default (the prior's centre), its bounds, its unit, the physics it may vary with
-(``per="architecture"`` or ``per="link_kind"``) and where the default comes from.  The table
+(``per="architecture"``, ``per="link_kind"`` or ``per="framework"``) and where the default comes from.  The table
 :data:`PARAMETERS` is static: importing this module declares all of them, so a calibration profile
 can be checked and fitted in a fresh process whatever else was imported.  Model modules register
 nothing; they read values from a :class:`~perfmodel.profile.CalibrationProfile`.
@@ -26,7 +26,7 @@ class Parameter:
     unit: str
     description: str
     source: str
-    per: str | None = None  # None | "architecture" | "link_kind"
+    per: str | None = None  # None | "architecture" | "link_kind" | "framework"
     prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
     group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
 
@@ -393,6 +393,17 @@ _TABLE = (
                "794.5/989.5 = 0.803, ratio 0.88 (the only GPU with both in the table; H200 fp8 0.73, B200 0.76, "
                "GB200 0.72 of their fp8 peaks); fitted per architecture by calibrate on the fp8 kernel.csv rows",
         per="architecture"),
+    # --- Software stack: traits of the training framework (vocabulary.FRAMEWORKS); an absent or
+    # unfitted framework gets the pooled (median) value.  A per-framework multiple of
+    # step_overhead was tried and dropped: calibrate left it undetermined for every framework.
+    Parameter(
+        name="framework_compute_efficiency", default=1.0, low=0.4, high=2.0, unit="x the kernel model's rate",
+        description="speed of a framework's forward and backward kernels relative to the per-op kernel model "
+                    "(fused kernels, kernel selection, memory layouts): every compute time is divided by it",
+        source="prior 1 (the kernel model as is); the issue's observation that one model on one GPU differs "
+               "1.5-2x between published containers (NVIDIA DeepLearningExamples PyTorch vs TensorFlow vs "
+               "MXNet, Lambda, MLPerf) for the same op counts; fitted per framework by calibrate on training rows",
+        per="framework", prior_log_sigma=0.3),
 )
 
 PARAMETERS: dict[str, Parameter] = {parameter.name: parameter for parameter in _TABLE}

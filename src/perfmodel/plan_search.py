@@ -84,7 +84,7 @@ def _evaluate(context: dict, partial: _Partial, plans: dict[str, np.ndarray], in
               top: int | None) -> None:
     """Evaluate valid plans, count those that do not fit, keep the fastest that do."""
     result = evaluate(context["workload"], context["cluster"], plans, **context["fixed"],
-                      profile=context["profile"], data=context["data"])
+                      profile=context["profile"], data=context["data"], framework=context["framework"])
     fits = result["memory_fits"].astype(bool)
     host_fits = result["memory_host_fits"].astype(bool)
     partial.add_counts({reason: n for reason, n in (
@@ -166,7 +166,7 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     cluster.gpu.peak(fixed["precision"])
     grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
     context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed,
-               "profile": profile or default_profile(), "data": scenario.data}
+               "profile": profile or default_profile(), "data": scenario.data, "framework": scenario.framework}
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs = {jobs!r}; allowed: a positive integer or None (every core)")

@@ -6,9 +6,10 @@ provenance); the shipped one, ``data/calibration/default.yaml``, is produced by 
 calibrate`` on ``data/measurements/``.  :meth:`CalibrationProfile.table` lists every parameter with
 its value, bounds, standard error and source (scikit-learn's ``get_params`` habit).
 
-Parameters can be *grouped* by physics (``per="architecture"`` or ``per="link_kind"``): the value
-for group ``g`` is stored as ``name[g]`` and falls back to the ungrouped ``name``, then to the
-default.  Values are never per measurement row.  Unknown names, groups and top-level keys are
+Parameters can be *grouped* by physics (``per="architecture"``, ``per="link_kind"`` or
+``per="framework"``, the software stack of :data:`perfmodel.vocabulary.FRAMEWORKS`): the value for
+group ``g`` is stored as ``name[g]`` and falls back to the ungrouped ``name`` (the pooled value of
+the fitted groups), then to the default.  Values are never per measurement row.  Unknown names, groups and top-level keys are
 errors that list what exists.
 """
 
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from perfmodel.calibration.measurements import KINDS
 from perfmodel.hardware.specs import LINK_KINDS
 from perfmodel.parameters import PARAMETERS, Parameter
+from perfmodel.vocabulary import FRAMEWORKS
 
 __all__ = ["Parameter", "PARAMETERS", "CalibrationProfile", "load_profile", "default_profile"]
 
@@ -40,9 +42,11 @@ def scale_by_ratio(metric: str, predicted, bounds):
 
 
 def _known_groups(per: str) -> tuple[str, ...]:
-    """The groups a ``per`` grouping allows: link kinds, or the architectures of the catalog."""
+    """The groups a ``per`` grouping allows: link kinds, frameworks, or the architectures of the catalog."""
     if per == "link_kind":
         return LINK_KINDS
+    if per == "framework":
+        return FRAMEWORKS
     from perfmodel.hardware.catalog import load_catalog
 
     return tuple(sorted({gpu.architecture for gpu in load_catalog().gpus.values()}))
@@ -140,6 +144,16 @@ class CalibrationProfile(BaseModel):
                     "description": parameter.description, "source": parameter.source,
                 })
         return pd.DataFrame(rows)
+
+    def framework_pooled(self, framework: str | None) -> bool:
+        """Whether an estimate for ``framework`` (None = not stated) uses pooled framework traits: some
+        ``per="framework"`` parameter has values of its own for other frameworks but none for this
+        one.  A profile with no per-framework values treats every framework alike, so nothing is pooled."""
+        for name, parameter in PARAMETERS.items():
+            if parameter.per == "framework" and any(key.startswith(f"{name}[") for key in self.values):
+                if framework is None or f"{name}[{framework}]" not in self.values:
+                    return True
+        return False
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""

@@ -56,7 +56,7 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
         try:
             case, _, case_cluster = resolve(case, catalog)
             choice = choose_plans(workload, case_cluster, [case.plan], profile=profile or default_profile(),
-                                  data=case.data)[0]
+                                  data=case.data, framework=case.framework)[0]
         except ValueError as error:  # e.g. more than one node but no inter-node network
             rows.append({"num_gpus": n, "reason": str(error).splitlines()[0]})
             continue

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from perfmodel.hardware.catalog import format_validation_error
 from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
-from perfmodel.vocabulary import OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
+from perfmodel.vocabulary import FRAMEWORKS, OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
            "ScenarioError", "load_scenario", "RECOMPUTE", "OPTIMIZERS"]
@@ -158,6 +158,9 @@ class RunSpec(_Section):
 class Scenario(_Section):
     workload: WorkloadSpec
     hardware: HardwareSpec
+    framework: Literal[FRAMEWORKS] | None = Field(  # type: ignore[valid-type]
+        None, description="software stack that runs the training (perfmodel.vocabulary.FRAMEWORKS); "
+                          "null = not stated: its traits take the value pooled over the fitted frameworks")
     plan: Plan = Field(default_factory=Plan)
     data: DataSpec | None = None
     run: RunSpec | None = None

@@ -1,5 +1,5 @@
 """The words a training plan is written in, defined once for every layer: training precisions,
-bytes per element, recomputation strategies and optimizers.
+bytes per element, recomputation strategies, optimizers and training frameworks.
 
 The scenario schema, the op tables, the cost models and the plan arrays all read these tuples,
 so a new precision or strategy is added here and nowhere else.
@@ -8,7 +8,7 @@ so a new precision or strategy is added here and nowhere else.
 from __future__ import annotations
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
-           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS"]
+           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
@@ -31,3 +31,22 @@ OPTIMIZERS = ("adam", "sgd")
 # what a plan keeps in host memory instead of GPU memory (perfmodel.models.memory.apply_offload);
 # plan arrays carry the index, whose bit 0 is the optimizer state and bit 1 the weights
 OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
+
+# The software stack that runs the training step (scenario ``framework``, measurement column
+# ``framework``): each name groups the per-framework parameters of perfmodel.parameters
+# (``per="framework"``); an absent or unfitted framework gets the pooled value.
+#   megatron        NVIDIA Megatron-LM (Megatron-Core), PTD-P
+#   nemo            NVIDIA NeMo (Megatron-Core based), including NVIDIA's MLPerf GPT-3 submissions
+#   deepspeed       Microsoft DeepSpeed (ZeRO), including Megatron-DeepSpeed
+#   fsdp            plain PyTorch FSDP training scripts (e.g. IBM fms-fsdp)
+#   composer        MosaicML Composer / llm-foundry (PyTorch FSDP underneath)
+#   torchtitan      pytorch/torchtitan (FSDP2, TP, PP, CP, torch.compile)
+#   pytorch         plain PyTorch (DDP) scripts not listed above
+#   dle-pytorch     NVIDIA DeepLearningExamples PyTorch recipes in NGC containers (also the
+#                   DeepLearningExamples-based scripts of lambdal/deeplearning-benchmark)
+#   dle-tensorflow  NVIDIA DeepLearningExamples TensorFlow 1/2 recipes in NGC containers
+#   dle-mxnet       NVIDIA DeepLearningExamples MXNet recipes in NGC containers
+#   dle-paddle      NVIDIA DeepLearningExamples PaddlePaddle recipes in NGC containers
+#   tensorflow, jax other TensorFlow or JAX training code
+FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "pytorch",
+              "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")

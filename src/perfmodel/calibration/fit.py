@@ -19,10 +19,11 @@ earlier values fixed:
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
-   overhead, the clock a whole step sustains, the host's per-kernel dispatch time).
+   overhead, the clock a whole step sustains, the host's per-kernel dispatch time) and the traits
+   of each training framework (``per="framework"``: its kernels' speed).
 
-Architectures with no rows of their own take the median (in log space) of the fitted ones
-(:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
+Architectures (and frameworks) with no rows of their own take the median (in log space) of the
+fitted ones (:func:`pool_groups`).  Uncertainty: one standard error per value, the Laplace approximation of
 the posterior at the solution, (J^T J / s^2 + prior precision)^-1 with s^2 the rows' residual
 variance (delta method back to parameter units).  A value whose posterior is not at most half as
 wide as its prior is *not determined* by the rows: it stays at its prior (the stage is refitted
@@ -57,7 +58,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("train", ("train",),
      ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
-      "tp_overlap", "step_overhead")),
+      "tp_overlap", "step_overhead", "framework_compute_efficiency")),
 )
 
 # measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
@@ -85,8 +86,9 @@ MIN_LOG_ERROR_SCALE = 0.02
 
 
 def row_groups(rows, catalog) -> dict[str, set[str]]:
-    """GPU architectures and link kinds that the rows run on (for grouped parameters)."""
-    groups: dict[str, set[str]] = {"architecture": set(), "link_kind": set()}
+    """GPU architectures, link kinds and frameworks that the rows run on (for grouped parameters)."""
+    groups: dict[str, set[str]] = {"architecture": set(), "link_kind": set(),
+                                   "framework": {str(name) for name in rows.get("framework", ()) if _present(name)}}
     seen = set()
     for _, row in rows.iterrows():
         key = tuple(str(row.get(c)) for c in ("gpu", "num_gpus", "gpus_per_node", "intra", "inter"))
@@ -213,15 +215,17 @@ def _fit_stage(rows, keys, profile, catalog, prior=None, max_evaluations=MAX_EVA
 
 def _sparsity(rows, keys, catalog):
     """Which residuals each key can move: a ``name[architecture]`` value only the rows on GPUs of
-    that architecture (and its own prior residual), every other key every row.  least_squares then
-    perturbs the values of different architectures together when it differences the Jacobian
-    (Curtis, Powell and Reid 1974), which makes a training-stage fit several times cheaper."""
-    architecture = np.array(architectures(list(rows["gpu"]), catalog), dtype=object)
+    that architecture, a ``name[framework]`` value only the rows of that framework (and each its
+    own prior residual), every other key every row.  least_squares then perturbs the values of
+    different groups together when it differences the Jacobian (Curtis, Powell and Reid 1974),
+    which makes a training-stage fit several times cheaper."""
+    row_group = {"architecture": np.array(architectures(list(rows["gpu"]), catalog), dtype=object),
+                 "framework": np.asarray(rows["framework"] if "framework" in rows else [None] * len(rows), dtype=object)}
     pattern = np.zeros((len(rows) + len(keys), len(keys)), dtype=bool)
     for column, key in enumerate(keys):
         name, group = split_key(key)
-        if group is not None and PARAMETERS[name].per == "architecture":
-            pattern[:len(rows), column] = architecture == group
+        if group is not None and PARAMETERS[name].per in row_group:
+            pattern[:len(rows), column] = row_group[PARAMETERS[name].per] == group
         else:
             pattern[:len(rows), column] = True
         pattern[len(rows) + column, column] = True

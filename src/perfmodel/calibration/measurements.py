@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from perfmodel.inputs import INTEGER_LIMITS, excerpt
+from perfmodel.vocabulary import FRAMEWORKS
 
 __all__ = ["COLUMNS", "KINDS", "METRICS", "MeasurementError", "check_measurements",
            "load_measurements", "shipped_measurements", "source_group"]
@@ -27,7 +28,7 @@ COLUMNS = (
     "id", "kind", "gpu", "num_gpus", "gpus_per_node", "intra", "inter",
     "model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab",
     "precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero",
-    "framework", "train_samples", "train_tokens",
+    "framework", "software", "train_samples", "train_tokens",
     "collective", "algorithm", "message_bytes",
     "m", "n", "k", "batch", "dtype", "bytes",
     "metric", "value", "source", "url", "notes",
@@ -73,6 +74,9 @@ CHOICES = {
     "dtype": PRECISIONS,
     "intra": ("nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5"),
     "ffn_act": ("gelu", "swiglu"),
+    # the software stack, a closed list (its traits are fitted per framework); versions and
+    # containers go to the free-text column ``software``
+    "framework": FRAMEWORKS,
     "recompute": ("none", "selective", "full"),
     "collective": ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"),
     # NCCL's algorithms: the spec's ring/tree/nvls/auto plus nvlstree and collnet (IB SHARP),

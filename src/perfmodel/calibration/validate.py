@@ -15,7 +15,7 @@ from perfmodel.calibration.predictors import PREDICTORS
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.profile import CalibrationProfile, default_profile
 
-RESULT_COLUMNS = ["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason", "assumed"]
+RESULT_COLUMNS = ["id", "kind", "gpu", "framework", "metric", "measured", "predicted", "ape", "reason", "assumed"]
 
 
 def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
@@ -48,7 +48,7 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
 def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
              profile: CalibrationProfile | None = None) -> pd.DataFrame:
-    """One row per measurement: id, kind, gpu, metric, measured, predicted, ape, reason, assumed.
+    """One row per measurement: id, kind, gpu, framework, metric, measured, predicted, ape, reason, assumed.
 
     ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
     ``predicted`` and ``ape`` and a ``reason``.  When the profile has prediction intervals,
@@ -61,6 +61,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         "id": measurements["id"].astype(str),
         "kind": measurements["kind"],
         "gpu": measurements["gpu"],
+        "framework": measurements["framework"] if "framework" in measurements else None,
         "metric": measurements["metric"],
         "measured": measurements["value"].astype(float),
         "predicted": predicted["predicted"],

@@ -81,6 +81,8 @@ def print_estimate(result, advice: dict | None = None) -> None:
     print(f"{result.workload} on {hw['num_gpus']} x {hw['gpu']} ({hw['nodes']} node(s)"
           + (f", {hw['instance']}" if hw.get("instance") else "") + ")")
     print(f"plan{'' if result.feasible else ' tried'}: {plan_text(result.plan)}")
+    if result.assumptions.get("framework"):
+        print(f"framework: {result.assumptions['framework']}")
     for line in result.assumptions.get("assumed", []):
         print(f"assumed: {line}")
     chosen = result.assumptions.get("chosen_by_search") or result.assumptions.get("chosen_by_estimator")

@@ -1,4 +1,4 @@
-"""``perfmodel validate [FILE.csv ...] [--json] [--calibration PROFILE.yaml] [--by gpu|kind|source]``:
+"""``perfmodel validate [FILE.csv ...] [--json] [--calibration PROFILE.yaml] [--by gpu|kind|framework|source]``:
 predict measured rows and report the error.
 
 Without files it scores the shipped published measurements.  ``--json`` prints
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, int_arg, print_json, print_table
 
-GROUPS = ("gpu", "kind", "source")
+GROUPS = ("gpu", "kind", "framework", "source")
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--calibration", metavar="PROFILE.yaml",
                         help="efficiency profile (default: the shipped one)")
     parser.add_argument("--by", choices=GROUPS, default="gpu",
-                        help="second summary grouped by gpu (default), kind or source")
+                        help="second summary grouped by gpu (default), kind, framework or source")
     parser.add_argument("--top", type=int_arg(0), default=15, metavar="N",
                         help="worst rows shown in the table (default 15)")
     parser.set_defaults(func=_run)
@@ -44,6 +44,8 @@ def _run(args) -> int:
         result = validate(measurements, catalog_from(args), profile)
     if args.by == "source":
         result["source"] = measurements["source"].map(source_group)
+    if args.by == "framework":
+        result["framework"] = result["framework"].fillna("(not stated)")
     summary, groups = summarize(result), summarize(result, by=args.by)
     if args.json:
         rows = result.drop(columns=["source"] if args.by == "source" else [])

@@ -4,7 +4,10 @@ Each row is read as a :class:`~perfmodel.scenario.Scenario` (:func:`scenario_of`
 hardware, plan and run size); the plan fields it leaves empty are chosen by
 :func:`perfmodel.choice.choose_plans`, the rule ``estimate`` uses, so ``validate`` scores the
 function users call.  Rows that share a model and hardware are chosen in one vectorized call,
-which is what makes calibration over hundreds of training rows affordable.
+which is what makes calibration over hundreds of training rows affordable.  A row's
+``framework`` (:data:`perfmodel.vocabulary.FRAMEWORKS`) selects its framework traits; a row without
+one, or with one the profile has no fitted value for, gets the pooled value and says so in
+``assumed``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.choice import choose_plans
+from perfmodel.estimator import framework_assumption
 from perfmodel.job import run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSpec
@@ -77,8 +81,9 @@ def _hardware(row) -> dict:
 def scenario_of(row) -> Scenario:
     """The scenario a ``train`` measurement row describes (its model, hardware, plan and run size)."""
     run = {column: row.get(column) for column in ("train_samples", "train_tokens") if _present(row.get(column))}
+    framework = str(row["framework"]).strip() if _present(row.get("framework")) else None
     return Scenario(workload=_workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=_plan(row),
-                    run=RunSpec(**run) if run else None)
+                    framework=framework, run=RunSpec(**run) if run else None)
 
 
 def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
@@ -102,6 +107,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
     """(index, row, scenario, workload, cluster, choice) of every row that resolves; the reason of
     each row that does not goes to ``out``.  Rows sharing a model and hardware are chosen in one call."""
     groups: dict[tuple, list] = {}
+    pooled: dict[str | None, bool] = {}  # framework -> whether its traits are pooled
     for index, row in rows.iterrows():
         try:
             if row["metric"] not in METRICS:
@@ -109,17 +115,23 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             scenario = scenario_of(row)
             workload = _workload(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
-            out.at[index, "assumed"] = "; ".join([*cluster.gpu.assumed, *cluster.assumed]) or None
+            assumed = [*cluster.gpu.assumed, *cluster.assumed]
+            if scenario.framework not in pooled:
+                pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
+            if pooled[scenario.framework]:
+                assumed.append(framework_assumption(scenario.framework))
+            out.at[index, "assumed"] = "; ".join(assumed) or None
             cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
             continue
-        groups.setdefault((id(workload), cluster.model_dump_json()), []).append((index, row, scenario, workload, cluster))
-    for members in groups.values():
+        key = (id(workload), cluster.model_dump_json(), scenario.framework)
+        groups.setdefault(key, []).append((index, row, scenario, workload, cluster))
+    for (_, _, framework), members in groups.items():
         _, _, _, workload, cluster = members[0]
         try:
             choices = choose_plans(workload, cluster, [scenario.plan for _, _, scenario, *_ in members],
-                                   profile=profile)
+                                   profile=profile, framework=framework)
         except ValueError as error:
             for index, *_ in members:
                 out.at[index, "reason"] = str(error).splitlines()[0]

@@ -1,0 +1,195 @@
+"""The software stack as a stated input: ``framework`` in scenarios and measurement rows selects
+per-framework traits (``per="framework"`` parameters) fitted by calibrate; an unstated or unfitted
+framework gets the pooled value and says so."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel import estimate
+from perfmodel.calibration.fit import _sparsity, calibrate, parameter_keys, pool_groups, row_groups
+from perfmodel.calibration.measurements import MeasurementError, check_measurements, load_measurements
+from perfmodel.calibration.validate import predict, validate
+from perfmodel.hardware.catalog import load_catalog
+from perfmodel.parameters import PARAMETERS
+from perfmodel.profile import CalibrationProfile, load_profile
+from perfmodel.scenario import ScenarioError, load_scenario
+from perfmodel.vocabulary import FRAMEWORKS
+
+TRAITS = [name for name, parameter in PARAMETERS.items() if parameter.per == "framework"]
+SCENARIO = {"workload": {"model": "resnet50"},
+            "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8},
+            "plan": {"precision": "fp16", "micro_batch": 128, "global_batch": 1024}}
+# a profile with values of its own for two frameworks and the pooled (median; with two, geometric-mean) value
+FITTED = {"framework_compute_efficiency[megatron]": 1.25, "framework_compute_efficiency[composer]": 0.8}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(include_env=False)
+
+
+def fitted_profile() -> CalibrationProfile:
+    values, uncertainty = dict(FITTED), {}
+    pool_groups(values, uncertainty)
+    return CalibrationProfile(values=values, uncertainty=uncertainty)
+
+
+def test_a_few_traits_each_grouped_by_framework():
+    assert 1 <= len(TRAITS) <= 4
+    for name in TRAITS:
+        assert PARAMETERS[name].low < PARAMETERS[name].default < PARAMETERS[name].high
+
+
+def test_unknown_framework_in_a_scenario_names_field_value_and_allowed(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**SCENARIO, "framework": "torch-lightning"}))
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(path)
+    message = str(error.value)
+    assert str(path) in message and "'framework'" in message and "torch-lightning" in message
+    assert all(f"'{name}'" in message for name in FRAMEWORKS)
+    assert "\n" not in message
+
+
+def test_unknown_framework_in_a_measurement_row_names_file_column_value_and_allowed(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("id,kind,gpu,num_gpus,model,precision,framework,metric,value\n"
+                    "r1,train,A100-SXM4-80GB,8,resnet50,fp16,PyTorch (NGC 22.11),samples_per_s,2000\n")
+    with pytest.raises(MeasurementError) as error:
+        load_measurements(path)
+    line = error.value.problems[0]
+    assert f"{path}:2" in line and "column framework = " in line and "PyTorch (NGC 22.11)" in line
+    assert ", ".join(FRAMEWORKS) in line
+
+
+def test_unknown_framework_group_in_a_profile_lists_the_frameworks(tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump({"values": {"framework_compute_efficiency[keras]": 1.1}}))
+    with pytest.raises(ValueError, match="unknown framework 'keras'; known: megatron, nemo"):
+        load_profile(path)
+
+
+def test_scenario_round_trip_keeps_the_framework(tmp_path):
+    scenario = load_scenario({**SCENARIO, "framework": "dle-pytorch"})
+    path = tmp_path / "again.yaml"
+    path.write_text(yaml.safe_dump(scenario.model_dump(mode="json", exclude_none=True)))
+    again = load_scenario(path)
+    assert again == scenario and again.framework == "dle-pytorch"
+    assert load_scenario(SCENARIO).framework is None
+
+
+def test_pooled_value_is_the_geometric_mean_of_the_fitted_frameworks():
+    profile = fitted_profile()
+    for name in TRAITS:
+        groups = [value for key, value in FITTED.items() if key.startswith(f"{name}[")]
+        assert profile.get(name) == pytest.approx(math.exp(np.mean(np.log(groups))))
+        assert profile.get(name, "jax") == profile.get(name)  # a framework without rows: pooled
+
+
+def test_absent_framework_uses_the_pooled_value_and_says_so():
+    profile = fitted_profile()
+    unstated = estimate(SCENARIO, profile=profile)
+    megatron = estimate({**SCENARIO, "framework": "megatron"}, profile=profile)
+    unfitted = estimate({**SCENARIO, "framework": "jax"}, profile=profile)
+    pooled = profile.get("framework_compute_efficiency")
+    # compute time is inversely proportional to the framework's kernel speed
+    assert unstated.breakdown_s["forward"] * pooled == pytest.approx(megatron.breakdown_s["forward"] * 1.25, rel=1e-9)
+    assert unfitted.breakdown_s == pytest.approx(unstated.breakdown_s, rel=1e-12)
+    assert any(line.startswith("framework not stated: its traits") for line in unstated.assumptions["assumed"])
+    assert any(line.startswith("framework 'jax' has no values of its own") for line in unfitted.assumptions["assumed"])
+    assert "assumed" not in megatron.assumptions and megatron.assumptions["framework"] == "megatron"
+
+
+def test_a_profile_without_framework_values_assumes_nothing():
+    plain = estimate(SCENARIO, profile=CalibrationProfile())
+    named = estimate({**SCENARIO, "framework": "nemo"}, profile=CalibrationProfile())
+    assert "assumed" not in plain.assumptions and plain.breakdown_s == named.breakdown_s
+
+
+@settings(max_examples=8, deadline=None)
+@given(efficiency=st.floats(0.4, 2.0))
+def test_kernel_speed_scales_exactly_the_compute_step(efficiency):
+    """Compute times divide by the framework's kernel speed; the rest of a single-GPU step
+    (optimizer, overhead) does not move."""
+    base = estimate({**SCENARIO, "framework": "nemo"}, profile=CalibrationProfile())
+    profile = CalibrationProfile(values={"framework_compute_efficiency[nemo]": efficiency})
+    changed = estimate({**SCENARIO, "framework": "nemo"}, profile=profile)
+    for part in ("forward", "backward", "recompute"):
+        assert changed.breakdown_s[part] * efficiency == pytest.approx(base.breakdown_s[part], rel=1e-9, abs=1e-15)
+    for part in ("optimizer", "overhead"):
+        assert changed.breakdown_s[part] == pytest.approx(base.breakdown_s[part], rel=1e-12)
+
+
+def synthetic_rows(frameworks=("megatron", "composer")) -> pd.DataFrame:
+    """ResNet-50, BERT-base and BERT-large rows on one and eight A100s at several batch sizes, per
+    framework (30 rows each)."""
+    rows = []
+    for framework in frameworks:
+        for model, extra in (("resnet50", {}), ("bert-base", {"seq_len": 128}), ("bert-large", {"seq_len": 128})):
+            for gpus in (1, 8):
+                for micro_batch in (16, 32, 64, 128, 256):
+                    rows.append({"id": f"{framework}-{model}-{gpus}-{micro_batch}", "kind": "train",
+                                 "gpu": "A100-SXM4-80GB", "num_gpus": gpus, "gpus_per_node": 8 if gpus > 1 else 1,
+                                 "model": model, "precision": "fp16", "micro_batch": micro_batch,
+                                 "global_batch": micro_batch * gpus, "framework": framework,
+                                 "metric": "samples_per_s", "value": 1.0, "source": "synthetic", **extra})
+    return check_measurements(pd.DataFrame(rows))
+
+
+def test_framework_groups_come_from_the_rows(catalog):
+    rows = synthetic_rows()
+    assert row_groups(rows, catalog)["framework"] == {"megatron", "composer"}
+    keys = parameter_keys(["framework_compute_efficiency", "step_overhead"], rows, catalog)
+    assert keys == ["framework_compute_efficiency[composer]", "framework_compute_efficiency[megatron]",
+                    "step_overhead"]
+    pattern = _sparsity(rows, keys, catalog)
+    is_megatron = (rows["framework"] == "megatron").to_numpy()
+    assert (pattern[:len(rows), 1] == is_megatron).all() and (pattern[:len(rows), 0] == ~is_megatron).all()
+    assert pattern[:len(rows), 2].all()
+
+
+def test_calibrate_recovers_per_framework_traits_from_rows_made_by_the_model(catalog):
+    """Round trip: rows made by the model with known kernel speeds per framework, calibrated from
+    the prior (1.0), give those speeds back, and the two frameworks' values differ.  The fit is a
+    maximum a posteriori one, so the prior (log sigma 0.3) pulls each value a few per cent
+    towards 1 on 30 rows: the tolerance is 4 %."""
+    truth = {"framework_compute_efficiency[megatron]": 1.3, "framework_compute_efficiency[composer]": 0.75}
+    rows = synthetic_rows()
+    rows["value"] = predict(rows, catalog, CalibrationProfile(values=truth))["predicted"].to_numpy()
+    assert rows["value"].notna().all()
+    profile = calibrate(rows, params=["framework_compute_efficiency"], catalog=catalog)
+    for key, value in truth.items():
+        assert profile.values[key] == pytest.approx(value, rel=0.04)
+    assert profile.provenance["not_determined"] == []
+    assert profile.get("framework_compute_efficiency") == pytest.approx(math.sqrt(1.3 * 0.75), rel=0.04)
+    scored = validate(rows, catalog, profile)
+    assert scored["ape"].max() < 0.05
+
+
+def test_validate_rows_carry_the_framework_and_the_pooled_assumption(catalog):
+    rows = synthetic_rows(("megatron",))
+    rows.loc[0, "framework"] = np.nan
+    scored = validate(rows, catalog, fitted_profile())
+    assert scored["framework"].iloc[1] == "megatron" and pd.isna(scored["framework"].iloc[0])
+    assert scored["assumed"].iloc[0].startswith("framework not stated")
+    assert scored["assumed"].iloc[1] is None
+
+
+def test_shipped_training_rows_state_their_framework_and_the_software_it_came_from():
+    from perfmodel.calibration.measurements import shipped_measurements
+
+    train = shipped_measurements().query("kind == 'train'")
+    assert train["framework"].isin(FRAMEWORKS).all() and train["software"].notna().all()
+    dle = train[train["framework"].str.startswith("dle-")]
+    assert dle["source"].str.startswith(("NVIDIA/DeepLearningExamples", "lambdal/deeplearning-benchmark")).all()
+    language = {"dle-pytorch": "PyTorch", "dle-tensorflow": "TensorFlow", "dle-mxnet": "MXNet",
+                "dle-paddle": "PaddlePaddle", "megatron": "Megatron-LM", "nemo": "NeMo", "torchtitan": "torchtitan",
+                "composer": "Composer", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
+    for framework, rows in train.groupby("framework"):
+        assert rows["software"].str.contains(language[framework]).all(), framework
