@@ -8,7 +8,8 @@ so a new precision or strategy is added here and nowhere else.
 from __future__ import annotations
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
-           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS"]
+           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS",
+           "framework_from_text"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
@@ -50,3 +51,41 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   tensorflow, jax other TensorFlow or JAX training code
 FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "pytorch",
               "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
+
+# how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
+# (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the
+# DeepLearningExamples recipes, in the row's source) wins; stacks built on another come first
+# (NeMo and Megatron-DeepSpeed run on Megatron; Composer on FSDP)
+_FRAMEWORK_WORDS = (("nemo", "nemo"), ("deepspeed", "deepspeed"), ("torchtitan", "torchtitan"),
+                    ("composer", "composer"), ("llm-foundry", "composer"), ("megatron", "megatron"),
+                    ("fsdp", "fsdp"))
+_DLE_LANGUAGES = (("tensorflow", "dle-tensorflow"), ("tf1", "dle-tensorflow"), ("tf2", "dle-tensorflow"),
+                  ("mxnet", "dle-mxnet"), ("paddle", "dle-paddle"), ("pytorch", "dle-pytorch"))
+_PLAIN = (("tensorflow", "tensorflow"), ("jax", "jax"), ("pytorch", "pytorch"))
+
+
+def framework_from_text(text: str | None, source: str | None = None) -> str | None:
+    """The :data:`FRAMEWORKS` name free text describes, or None when it names none of them.
+
+    A vocabulary name is itself; otherwise the ordered word rules above: a stack's own name
+    (NeMo, DeepSpeed, torchtitan, Composer/llm-foundry, Megatron, FSDP); an NVIDIA
+    DeepLearningExamples recipe (the text or the source says DeepLearningExamples, DLE or an NGC
+    container) is ``dle-<language>``; else plain TensorFlow, JAX or PyTorch.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    lowered = text.strip().lower()
+    if lowered in FRAMEWORKS:
+        return lowered
+    for word, name in _FRAMEWORK_WORDS:
+        if word in lowered:
+            return name
+    context = f"{lowered} {source.lower() if isinstance(source, str) else ''}"
+    if any(word in context for word in ("deeplearningexamples", "dle", "ngc")):
+        for word, name in _DLE_LANGUAGES:
+            if word in lowered:
+                return name
+    for word, name in _PLAIN:
+        if word in lowered:
+            return name
+    return None

@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 
 from perfmodel.inputs import INTEGER_LIMITS, excerpt
-from perfmodel.vocabulary import FRAMEWORKS
+from perfmodel.vocabulary import FRAMEWORKS, framework_from_text
 
 __all__ = ["COLUMNS", "KINDS", "METRICS", "MeasurementError", "check_measurements",
            "load_measurements", "shipped_measurements", "source_group"]
@@ -74,9 +74,6 @@ CHOICES = {
     "dtype": PRECISIONS,
     "intra": ("nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5"),
     "ffn_act": ("gelu", "swiglu"),
-    # the software stack, a closed list (its traits are fitted per framework); versions and
-    # containers go to the free-text column ``software``
-    "framework": FRAMEWORKS,
     "recompute": ("none", "selective", "full"),
     "collective": ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"),
     # NCCL's algorithms: the spec's ring/tree/nvls/auto plus nvlstree and collnet (IB SHARP),
@@ -238,11 +235,35 @@ def _checked_frame(rows: list[dict[str, str]], places: list[str], problems: list
     extra = [c for c in dict.fromkeys(name for row in rows for name in row) if c not in COLUMNS]
     frame = pd.DataFrame(rows, columns=list(COLUMNS) + extra)
     frame = frame.replace("", np.nan)
+    _name_frameworks(frame)
     for column in NUMERIC_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     for column in frame.columns.difference(NUMERIC_COLUMNS):
         frame[column] = frame[column].astype(object)
     return frame.reset_index(drop=True)
+
+
+def _name_frameworks(frame) -> None:
+    """``framework`` as a :data:`~perfmodel.vocabulary.FRAMEWORKS` name, in place.
+
+    The measurement spec has ``framework`` as free text ("Megatron-LM (PTD-P)", "PyTorch (NGC
+    21.03)"): text that is not a vocabulary name is read with
+    :func:`~perfmodel.vocabulary.framework_from_text` (the row's source helps name NVIDIA
+    DeepLearningExamples recipes) and kept in ``software`` when that is empty; text naming no
+    framework leaves ``framework`` empty, so the row is predicted with the pooled traits and says so.
+    """
+    import numpy as np
+
+    frame["framework"] = frame["framework"].astype(object)
+    frame["software"] = frame["software"].astype(object)
+    for index in frame.index[frame["framework"].notna()]:
+        text = frame.at[index, "framework"]
+        if text in FRAMEWORKS:
+            continue
+        if not isinstance(frame.at[index, "software"], str):
+            frame.at[index, "software"] = text
+        named = framework_from_text(text, frame.at[index, "source"])
+        frame.at[index, "framework"] = named if named is not None else np.nan
 
 
 def _row_problems(row: dict[str, str]) -> list[str]:
