@@ -109,31 +109,35 @@ def gpu_bucket(num_gpus):
 
 
 def _model_params(rows) -> np.ndarray:
-    """Parameter count of each row's model: 12 L h^2 + V h for a transformer given by shape
-    (Kaplan et al. 2020, "Scaling laws for neural language models", eq. 2.1), else the zoo's
-    count for a named model, else NaN."""
-    from perfmodel.workloads.zoo import get_workload
+    """Parameter count of each row's model: the ``params`` of the workload the train predictor
+    builds from the row (:mod:`perfmodel.calibration.predictors.train`, the same
+    ``Workload.params`` that :func:`perfmodel.estimate` passes for an estimate, so rows and
+    estimates are placed on one scale axis); NaN for rows without a model or whose model cannot
+    be built."""
+    from perfmodel.calibration.predictors.train import _workload, _workload_spec
 
     out = np.full(len(rows), np.nan)
-    if "layers" in rows and "hidden" in rows:
-        layers = rows["layers"].to_numpy(dtype=float)
-        hidden = rows["hidden"].to_numpy(dtype=float)
-        vocab = np.nan_to_num(rows["vocab"].to_numpy(dtype=float)) if "vocab" in rows else 0.0
-        out = 12.0 * layers * hidden ** 2 + vocab * hidden
-    if "model" in rows:
-        known: dict[str, float] = {}
-        for name in set(rows["model"].dropna()):
+    if "model" not in rows:
+        return out
+    known: dict[str, float] = {}
+    named = np.flatnonzero(rows["model"].map(lambda m: isinstance(m, str) and bool(m.strip())).to_numpy(dtype=bool))
+    for i in named:
+        row = rows.iloc[i]
+        try:
+            spec = _workload_spec(row).model_dump_json()
+        except ValueError:
+            continue
+        if spec not in known:
             try:
-                known[name] = float(get_workload(str(name)).params)
-            except (ValueError, KeyError):
-                known[name] = np.nan
-        by_name = rows["model"].map(known).to_numpy(dtype=float)
-        out = np.where(np.isfinite(out), out, by_name)
+                known[spec] = float(_workload(spec).params)
+            except (ValueError, KeyError, TypeError):
+                known[spec] = np.nan
+        out[i] = known[spec]
     return out
 
 
 def row_context(measurements, catalog):
-    """The context columns of measurement rows (same index): architecture, num_gpus,
+    """The context columns of measurement rows (same index): gpu, architecture, num_gpus,
     model_params, seq_len, framework (family), fabric (the inter-node link, else the intra-node
     one), source."""
     import pandas as pd
@@ -143,6 +147,7 @@ def row_context(measurements, catalog):
 
     fabric = column("inter").where(column("inter").notna(), column("intra"))
     return pd.DataFrame({
+        "gpu": measurements["gpu"].astype(object),
         "architecture": architectures(measurements["gpu"], catalog),
         "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
         "model_params": _model_params(measurements),
