@@ -34,18 +34,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 
 import numpy as np
 
-from perfmodel.calibration.intervals import architectures
+from perfmodel.calibration.intervals import SOURCE_GROUPED_KINDS, architectures
 from perfmodel.calibration.validate import predict
 from perfmodel.hardware.catalog import load_catalog
 from perfmodel.parameters import PARAMETERS
 from perfmodel.profile import CalibrationProfile, split_key
 
-__all__ = ["STAGES", "CV_GROUPINGS", "calibrate", "cross_validate", "cv_groups", "parameter_keys", "row_groups",
-           "source_document"]
+__all__ = ["STAGES", "CV_GROUPINGS", "calibrate", "cross_validate", "cv_groups", "parameter_keys", "row_groups"]
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
@@ -350,34 +348,18 @@ def _configuration_groups(measurements):
     return keys.factorize()[0]
 
 
-def source_document(source) -> str | None:
-    """The document a ``source`` field cites, without its commit, section or table:
-    'owner/repo path/file.md @ abc, section X' -> 'owner/repo path/file.md'; a paper or a results
-    release ('Narayanan et al. 2021, ..., Table 1') -> the text before its first comma or
-    parenthesis.  Sections and tables of one document share its software stack and usually its
-    machines, so they form one group of a source-grouped fold (None when the row has no source)."""
-    if source is None or (isinstance(source, float) and math.isnan(source)) or not str(source).strip():
-        return None
-    text = str(source).strip()
-    repository = re.match(r"(\S+/\S+)\s+([^\s,(@]+)", text)
-    if repository:
-        return f"{repository.group(1)} {repository.group(2)}"
-    return re.split(r"[,(]", text, maxsplit=1)[0].strip()
-
-
 CV_GROUPINGS = ("source", "experiment", "gpu")
-# kinds whose rows come from many sources: a source-grouped fold holds out whole documents.  The
-# other kinds (GEMM and copy micro-benchmarks: almost every GEMM row comes from one source,
-# NeuSight) would give one fold per source, meaningless there: they are grouped by experiment.
-SOURCE_GROUPED_KINDS = ("train", "collective")
 
 
 def cv_groups(measurements, by: str = "source") -> np.ndarray:
     """Group label of each row for :func:`cross_validate` (the rows of a group share one fold).
 
     ``experiment``: one measured configuration (:func:`_configuration_groups`: every metric of
-    one run); ``source``: train and collective rows by the document they come from
-    (:func:`source_document`), every other kind (and a row with no source) by experiment;
+    one run); ``source``: rows of the kinds of
+    :data:`~perfmodel.calibration.intervals.SOURCE_GROUPED_KINDS` (train, collective) by their
+    ``source`` field (one table or section of a document, one results file), every other kind
+    (GEMM and copy micro-benchmarks, almost all from one source) and a row without a source by
+    experiment;
     ``gpu``: the GPU name."""
     if by not in CV_GROUPINGS:
         raise ValueError(f"cross-validation grouping {by!r} is not known; use one of {', '.join(CV_GROUPINGS)}")
@@ -388,9 +370,9 @@ def cv_groups(measurements, by: str = "source") -> np.ndarray:
                           dtype=object)
     if by == "experiment" or "source" not in measurements:
         return experiment
-    documents = measurements["source"].map(source_document).to_numpy(dtype=object)
-    by_source = np.isin(kinds, SOURCE_GROUPED_KINDS) & np.array([d is not None for d in documents])
-    return np.where(by_source, np.array([f"{k}|{d}" for k, d in zip(kinds, documents)], dtype=object), experiment)
+    sources = measurements["source"].to_numpy(dtype=object)
+    by_source = np.isin(kinds, SOURCE_GROUPED_KINDS) & measurements["source"].notna().to_numpy()
+    return np.where(by_source, np.array([f"{k}|{d}" for k, d in zip(kinds, sources)], dtype=object), experiment)
 
 
 def _balanced_folds(groups, kinds, k: int, seed: int) -> np.ndarray:
@@ -422,7 +404,7 @@ def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog
 
     Returns a DataFrame (id, kind, gpu, metric, measured, predicted, ape, reason, fold); every row
     is predicted by a profile fitted on the other folds only.  ``by`` (:func:`cv_groups`) keeps
-    rows together: ``source`` (default) holds out whole source documents of train and collective
+    rows together: ``source`` (default) holds out all rows of a source of train and collective
     rows, which is what a user's own run is, a source the fit never saw; ``experiment`` holds out
     configurations at random (another row of a source already fitted: narrower errors);
     ``gpu`` holds out GPUs (``k`` = the number of GPUs: leave-one-GPU-out).  Groups fill the
