@@ -15,11 +15,12 @@ def register(subparsers) -> None:
                         help="measurement files (default: the shipped measurements)")
     parser.add_argument("-o", "--output", metavar="PROFILE.yaml", help="write the fitted profile here")
     parser.add_argument("--cv", type=int_arg(0), default=0, metavar="K",
-                        help="also report K-fold cross-validated error and store 80%% prediction "
-                             "intervals (K >= 2, at most the number of groups of --cv-by)")
+                        help="also report K-fold cross-validated error and store prediction intervals "
+                             "(K >= 2, at most the number of groups of --cv-by; adds a leave-one-GPU-out "
+                             "study of the GEMM rows for the term of a GPU model without rows)")
     parser.add_argument("--cv-by", choices=CV_GROUPINGS, default="source",
-                        help="rows held out together: 'source' (default: train and collective rows by source "
-                             "document, the error on a source never fitted; other kinds by experiment), "
+                        help="rows held out together: 'source' (default: train and collective rows by their "
+                             "source, the error on a source never fitted; other kinds by experiment), "
                              "'experiment' (one measured configuration) or 'gpu' (K = number of GPUs: "
                              "leave-one-GPU-out)")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
@@ -31,6 +32,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from perfmodel.calibration.coverage import leave_gpu_out
     from perfmodel.calibration.fit import calibrate, cross_validate, cv_groups
     from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
@@ -60,10 +62,14 @@ def run(args) -> int:
             held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog,
                                       jobs=args.jobs, by=args.cv_by)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
-        model = fit_interval_model(held_out, profile, row_context(measurements, catalog))
+        with working("leave-one-GPU-out on the GEMM rows", enabled=not args.json):
+            unseen_gpu = leave_gpu_out(measurements, params=params, catalog=catalog)
+        model = fit_interval_model(held_out, profile, row_context(measurements, catalog),
+                                   unseen_gpu=unseen_gpu if len(unseen_gpu) else None)
         profile = profile.model_copy(update={"interval": interval_table(model, profile)})
         profile.provenance["interval_model"] = model
         profile.provenance["cross_validation"] = {"folds": args.cv, "by": args.cv_by, "seed": args.seed,
+                                                  "leave_one_gpu_out": sorted(set(unseen_gpu.get("fold", []))),
                                                   "mape": cv_summary["by_kind"]}
     if args.output:
         profile.save(args.output)
