@@ -88,13 +88,14 @@ def calibration_points(frame, levels=LEVELS) -> list[tuple[float, float, int]]:
             if np.isfinite(stats[f"coverage_{round(100 * level):d}"])]
 
 
-def leave_group_out(measurements, groups, params=None, catalog=None):
+def leave_group_out(measurements, groups, params=None, catalog=None, profile=None):
     """Cross-validation with one fold per distinct value of ``groups`` (an array aligned with
     ``measurements``: GPU architecture, source, ...): refit without the group, predict it.
 
     Returns the :func:`validate` frame of every row (same index as ``measurements``) with a
     ``fold`` column naming the held-out group.  Rows whose group is missing (None/NaN) are always
-    fitted, never held out.  Cost: one full :func:`calibrate` per group."""
+    fitted, never held out.  ``profile``: the fits' starting point (as in :func:`calibrate`).
+    Cost: one full :func:`calibrate` per group."""
     import pandas as pd
 
     from perfmodel.calibration.fit import calibrate
@@ -109,8 +110,8 @@ def leave_group_out(measurements, groups, params=None, catalog=None):
     parts = []
     for name in names:
         held = groups == name
-        profile = calibrate(measurements[~held], params=params, catalog=catalog)
-        scored = validate(measurements[held], catalog, profile.model_copy(update={"interval": {}}))
+        fitted = calibrate(measurements[~held], params=params, profile=profile, catalog=catalog)
+        scored = validate(measurements[held], catalog, fitted.model_copy(update={"interval": {}}))
         scored["fold"] = name
         parts.append(scored)
     return pd.concat(parts).sort_index()
