@@ -46,7 +46,7 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
-           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket",
+           "interval_bounds", "interval_table", "confidence", "canonical_gpus", "framework_family", "gpu_bucket",
            "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -80,6 +80,19 @@ def _architecture(catalog, name) -> str | None:
         return catalog.gpu(name).architecture
     except (ValueError, TypeError):
         return None
+
+
+def canonical_gpus(gpus, catalog):
+    """Catalog name of each GPU name or alias (the name itself when the catalog does not know it),
+    so a row's GPU and an estimate's ``cluster.gpu.name`` compare equal."""
+    def name(value):
+        try:
+            return catalog.gpu(value).name
+        except (ValueError, TypeError):
+            return value
+
+    names = {value: name(value) for value in set(gpus)}
+    return [names[value] for value in gpus]
 
 
 def architectures(gpus, catalog):
@@ -157,7 +170,7 @@ def row_context(measurements, catalog):
 
     fabric = column("inter").where(column("inter").notna(), column("intra"))
     return pd.DataFrame({
-        "gpu": measurements["gpu"].astype(object),
+        "gpu": canonical_gpus(measurements["gpu"], catalog),
         "architecture": architectures(measurements["gpu"], catalog),
         "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
         "model_params": _model_params(measurements),
@@ -692,7 +705,7 @@ def interval_bounds(result, profile, catalog=None, measurements=None):
         else:
             import pandas as pd
 
-            context = pd.DataFrame({"gpu": result["gpu"].astype(object),
+            context = pd.DataFrame({"gpu": canonical_gpus(result["gpu"], catalog),
                                     "architecture": architectures(result["gpu"], catalog), "num_gpus": np.nan,
                                     "model_params": np.nan, "seq_len": np.nan}, index=result.index)
         scored = interval_columns(result, context, profile, model, levels=(LEVEL,))
