@@ -16,21 +16,31 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
-  (an architecture the fit never saw);
+  (an architecture the fit never saw), and a value fitted *at a bound* of its parameter counts
+  with at least its prior's log-variance (the Laplace error means nothing there: the fit wanted
+  to go beyond the bound, by an amount the curvature does not tell);
 * ``e``, extrapolation: an architecture with no rows of this kind adds the between-architecture
   variance of the biases (``tau^2``, method of moments; or the excess variance of a
-  leave-one-architecture-out study when given); each decade of GPU count, model size or sequence
-  length outside the fitted range adds the residual trend along that axis (slope and its standard
-  error, in quadrature) times the distance; each assumed input (framework, fabric) adds the
-  between-group variance of the biases of that input;
+  leave-one-architecture-out study when given); a GPU *model* with few or no rows of the kind
+  adds the excess variance of a leave-one-GPU-out study of the GEMM rows, ``tau_gpu^2``, times
+  ``n0 / (n_gpu + n0)`` (the larger of the two terms counts, not their sum); each decade of GPU
+  count, model size or sequence length outside the fitted range adds the residual trend along
+  that axis (slope and its standard error, in quadrature) times the distance; each assumed input
+  (framework, fabric) adds the between-group variance of the biases of that input;
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
   ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
-  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with
-  Student-t quantiles (``nu = n - 1``) with weight
-  ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
+  (cross-fitting, so the quantiles are those of rows the nodes did not see; for train and
+  collective rows with enough sources, without the row's whole *source*, widened for the few
+  sources seen as a prediction from m draws is), blended with Student-t quantiles
+  (``nu = n - 1``) with weight ``n / (n + n0)`` so a kind with few rows gets fat tails.
+
+The residuals should come from source-grouped cross-validation
+(:func:`perfmodel.calibration.fit.cross_validate`, ``by="source"``, the default): a user's run
+is always a source the fit never saw, and residuals of random folds measure only "another row of
+a source already fitted".  Quantiles are stored on a probability
   grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
 
-``fit_interval_model(cv_frame, profile, context)`` builds the model (a plain JSON-able dict, kept in the
+``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model (a plain JSON-able dict, kept in the
 profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
 estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
 """
