@@ -32,16 +32,17 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   (cross-fitting, so the quantiles are those of rows the nodes did not see; for train and
   collective rows with enough sources, without the row's whole *source*, widened for the few
   sources seen as a prediction from m draws is), blended with Student-t quantiles
-  (``nu = n - 1``) with weight ``n / (n + n0)`` so a kind with few rows gets fat tails.
+  (``nu = n - 1``) with weight ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles
+  are stored on a probability grid and interpolated, so any level in (0, 0.99] works and the
+  bounds are monotone in level.
 
 The residuals should come from source-grouped cross-validation
 (:func:`perfmodel.calibration.fit.cross_validate`, ``by="source"``, the default): a user's run
 is always a source the fit never saw, and residuals of random folds measure only "another row of
-a source already fitted".  Quantiles are stored on a probability
-  grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
+a source already fitted".
 
-``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model (a plain JSON-able dict, kept in the
-profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
+``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model
+(a plain JSON-able dict, kept in the profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
 estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
 """
 
@@ -163,9 +164,9 @@ def _model_params(rows) -> np.ndarray:
 
 # kinds whose rows come from many sources: source-grouped cross-validation holds out all rows of
 # a source (the ``source`` field: one table or section of a document, one results file: one
-# campaign on one machine and software stack).  The other kinds (GEMM and copy micro-benchmarks: almost every GEMM row comes
-# from one source, NeuSight) would give one fold per source, meaningless there: they are grouped
-# by experiment.
+# campaign on one machine and software stack).  The other kinds (GEMM and copy micro-benchmarks:
+# almost every GEMM row comes from one source, NeuSight) would give one fold per source,
+# meaningless there: they are grouped by experiment.
 SOURCE_GROUPED_KINDS = ("train", "collective")
 
 
@@ -387,7 +388,7 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
     """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
     ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
     the nodes did not see, not the smaller in-sample spread around nodes fitted to it.  ``groups``
-    (the source of each row; None: each row alone) keep rows together, so with documents the
+    (the source of each row; None: each row alone) keep rows together, so with sources the
     quantiles are those of a row from a *source* the nodes did not see, which is what every
     user's run is.  A row whose architecture or GPU the other parts lack gets the extrapolation
     term an estimate would."""
