@@ -42,8 +42,9 @@ is always a source the fit never saw, and residuals of random folds measure only
 a source already fitted".
 
 ``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model
-(a plain JSON-able dict, kept in the profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
-estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
+(a plain JSON-able dict, kept in the profile's ``provenance["interval_model"]``);
+``ratio_bounds(...)`` evaluates it on arrays (one estimate or a million search plans, same code);
+``confidence(...)`` explains one estimate.
 """
 
 from __future__ import annotations
