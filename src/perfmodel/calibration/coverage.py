@@ -119,9 +119,9 @@ def leave_group_out(measurements, groups, params=None, catalog=None, profile=Non
 
 def leave_gpu_out(measurements, kinds=("gemm",), min_rows: int = 10, params=None, catalog=None):
     """Leave-one-GPU-out on the rows of ``kinds`` (GEMM by default): for each GPU with at least
-    ``min_rows`` such rows, refit the kernel stage of :func:`calibrate` (``params`` of it; the stage that fits
-    GEMM rows; seconds, not the minutes of a whole fit) on the other GPUs' rows of the kernel
-    stage's kinds and predict its ``kinds`` rows.  Returns the :func:`validate` frame of the
+    ``min_rows`` such rows, refit the kernel stage of :func:`calibrate` (``params`` of it; the
+    stage that fits GEMM rows: seconds, not the minutes of a whole fit) on the other GPUs' rows of
+    the kernel stage's kinds and predict its ``kinds`` rows.  Returns the :func:`validate` frame of the
     held-out rows with ``fold`` = the GPU (empty when fewer than 2 GPUs qualify)."""
     import pandas as pd
 
