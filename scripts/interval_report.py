@@ -150,6 +150,8 @@ def report(cache: Path, write: Path | None) -> int:
             scored = scored.join(context[["architecture"]])
             out += ["By architecture (same study):", "", markdown(coverage_table(scored, "architecture"),
                                                                    "architecture"), ""]
+        if title.startswith("leave one GPU out"):
+            out += ["By held-out GPU:", "", markdown(coverage_table(scored, "gpu"), "gpu"), ""]
     if not studies:
         raise SystemExit(f"no cached study in {cache}: run `interval_report.py compute` first")
     out.append(END)
