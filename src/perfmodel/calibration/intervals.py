@@ -425,21 +425,21 @@ def _counts(values) -> dict:
     return {str(k): int(n) for k, n in pd.Series(values, dtype=object).dropna().value_counts().items()}
 
 
-def _excess(frame, kind, entry, profile, context, pooled_parameters: bool) -> float | None:
+def _excess(frame, kind, entry, profile, pooled_parameters: bool) -> float | None:
     """Variance of the log ratios of the held-out rows of ``kind`` in ``frame`` (a leave-group-out
     frame) beyond what the k-fold model gives them: robust spread plus squared shift of their
-    median from the kind's bias, less the kind's residual variance and the rows' parameter
-    variance (the pooled, new-architecture one when ``pooled_parameters``, else each row's own);
-    None with fewer than 3 rows."""
+    median from the kind's bias, less the kind's residual variance and, when
+    ``pooled_parameters``, the pooled (new-architecture) parameter variance; None with fewer than
+    3 rows.  The leave-one-GPU-out excess subtracts no parameter variance: its rows are fp32 GEMMs
+    that run on CUDA cores, not on the tensor-core efficiency that ``p`` charges a GEMM, so their
+    ``p`` would explain away an error it has no part in; the refits' own parameter error is part
+    of what the excess measures."""
     held = frame[(frame["kind"] == kind) & frame["predicted"].notna() & (frame["measured"] > 0)]
     if len(held) < 3:
         return None
     r = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float), held["predicted"].to_numpy(float)))
     centre, spread = _robust(r)
-    if pooled_parameters:
-        p = float(parameter_variance(profile, kind, None))
-    else:
-        p = float(np.mean(parameter_variance(profile, kind, context.loc[held.index, "architecture"].to_numpy(object))))
+    p = float(parameter_variance(profile, kind, None)) if pooled_parameters else 0.0
     return float(spread + (centre - entry["bias"]) ** 2 - entry["variance"] - p)
 
 
@@ -479,12 +479,12 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
         if unseen is not None:
-            excess = _excess(unseen, kind, entry, profile, context, pooled_parameters=True)
+            excess = _excess(unseen, kind, entry, profile, pooled_parameters=True)
             if excess is not None:
                 entry["tau"]["architecture"] = max(entry["tau"]["architecture"], excess)
         entry["tau"]["gpu"] = 0.0
         if unseen_gpu is not None:
-            excess = _excess(unseen_gpu, kind, entry, profile, context, pooled_parameters=False)
+            excess = _excess(unseen_gpu, kind, entry, profile, pooled_parameters=False)
             if excess is not None:
                 entry["tau"]["gpu"] = max(excess, 0.0)
                 gpu_measured.add(kind)
