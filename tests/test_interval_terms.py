@@ -163,3 +163,33 @@ def test_rows_and_estimates_share_the_exact_parameter_count():
     assert params[1] == shaped.params
     assert params[1] != 12 * 24 * 2048 ** 2 + 50257 * 2048  # not the approximation
     assert np.isnan(params[2])
+
+
+def test_leave_gpu_out_never_fits_a_row_of_the_gpu_it_predicts(monkeypatch):
+    from perfmodel.calibration import fit
+    from perfmodel.calibration.coverage import leave_gpu_out
+    from perfmodel.calibration.measurements import check_measurements
+
+    shapes = [(m, n, k) for m in (1024, 4096) for n in (1024, 8192) for k in (512, 8192)]
+    gpus = ["H100-SXM5-80GB", "A100-SXM4-80GB", "B200"]
+    rows = check_measurements(pd.DataFrame({
+        "id": [f"G{i:02d}{g[:4]}" for g in gpus for i in range(len(shapes))], "kind": "gemm",
+        "gpu": [g for g in gpus for _ in shapes], "num_gpus": 1,
+        "m": [s[0] for _ in gpus for s in shapes], "n": [s[1] for _ in gpus for s in shapes],
+        "k": [s[2] for _ in gpus for s in shapes], "dtype": "bf16", "metric": "tflops", "value": 400.0,
+        "source": "synthetic"}))
+    fitted_gpus = []
+    real = fit.calibrate
+
+    def spy(measurements, **kwargs):
+        fitted_gpus.append(set(measurements["gpu"]))
+        return real(measurements, **kwargs)
+
+    monkeypatch.setattr(fit, "calibrate", spy)
+    scored = leave_gpu_out(rows, min_rows=8, params=["gemm_tensor_core_efficiency"], catalog=CATALOG)
+    assert sorted(scored["fold"].unique()) == sorted(gpus) and len(scored) == len(rows)
+    for fitted, gpu in zip(fitted_gpus, sorted(gpus)):
+        assert gpu not in fitted and len(fitted) == 2
+    assert (scored["gpu"] == scored["fold"]).all()
+    # fewer than two GPUs with enough rows: nothing to leave out
+    assert leave_gpu_out(rows, min_rows=100, catalog=CATALOG).empty
