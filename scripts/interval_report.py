@@ -8,10 +8,10 @@
 
 ``compute`` writes ``<cache>/<kind>.csv`` (the held-out validate() frame; ``gpu`` also
 ``gpu_kfold.csv``, the GEMM k-fold it is compared with: ~15 min on a busy 2-core machine).
-``--only train,collective`` restricts ``kfold``/``source``/``architecture`` to those kinds' rows, with the kernel-stage values
-(fitted on GEMM and copy rows only, none of these rows) taken from the shipped profile, so no fold
-pays for the GEMM fit (the expensive whole-train-stage refit per fold remains: ~5 min per fold on
-one core).  ``--jobs N`` fits the folds in N processes.  ``report`` scores every cache present
+``--only train,collective`` restricts ``kfold``/``source``/``architecture`` to those kinds' rows,
+with the kernel-stage values (fitted on GEMM and copy rows only, none of these rows) taken from
+the shipped profile, so no fold pays for the GEMM fit (the whole-train-stage refit per fold
+remains: ~5 min per fold on one core).  ``--jobs N`` fits the folds in N processes.  ``report`` scores every cache present
 (each held-out row bounded by an interval model fitted without its fold) and prints, or replaces
 in ``--write``, the markdown section.
 """
