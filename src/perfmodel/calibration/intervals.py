@@ -16,9 +16,10 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
-  (an architecture the fit never saw), and a value fitted *at a bound* of its parameter counts
-  with at least its prior's log-variance (the Laplace error means nothing there: the fit wanted
-  to go beyond the bound, by an amount the curvature does not tell);
+  (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
+  prior's log-variance (the Laplace error means nothing there: the fit wanted to go beyond the
+  bound, by an amount the curvature does not tell) times ``n0 / (n + n0)``, ``n`` the rows of the
+  kind on that architecture, whose residuals already carry what the pinned value does to them;
 * ``e``, extrapolation: an architecture with no rows of this kind adds the between-architecture
   variance of the biases (``tau^2``, method of moments; or the excess variance of a
   leave-one-architecture-out study when given); a GPU *model* with few or no rows of the kind
@@ -212,38 +213,24 @@ def at_bound(profile, key: str) -> bool:
     return bool(value <= parameter.low + margin or value >= parameter.high - margin)
 
 
-def _own_variance(profile, key: str) -> float | None:
-    """(standard error / value)^2 of ``key``; for a value at a bound, at least its prior's
-    log-variance (``prior_log_sigma^2``): the Laplace standard error assumes a posterior that is
-    normal around an interior optimum; at a bound the fit wanted to go beyond it and the
-    curvature says nothing about how far, so the only statement left about the value is its
-    prior.  The parameters of :data:`DEPENDS` scale a time with elasticity 1, so that log-variance
-    is the estimate's."""
-    own = _relative(profile, key)
-    if own is not None and at_bound(profile, key):
-        own = max(own, PARAMETERS[split_key(key)[0]].prior_log_sigma ** 2)
-    return own
-
-
 def _relative_variance(profile, name: str, group) -> float:
-    """(standard error / value)^2 of ``name`` for ``group`` (:func:`_own_variance`: at least the
-    prior's for a value at its bound).  A group fitted on rows of its own: its own variance.  A
-    group without rows (or no group given, as for an estimate whose link kind is not known here):
-    the predictive variance of a new group, the spread of the fitted groups' values (the pooled
-    key's uncertainty, see ``fit.pool_groups``) plus their mean squared relative error (Laplace
-    errors only: which group applies is not known, so no one group's bound is charged).  A
-    parameter the fit never touched: 0 (its prior error is in the residuals)."""
-    own = _own_variance(profile, f"{name}[{group}]") if group else None
+    """(standard error / value)^2 of ``name`` for ``group``.  A group fitted on rows of its own:
+    its own standard error.  A group without rows (or no group given, as for an estimate whose
+    link kind is not known here): the predictive variance of a new group, the spread of the fitted
+    groups' values (the pooled key's uncertainty, see ``fit.pool_groups``) plus their mean squared
+    relative error.  A parameter the fit never touched: 0 (its prior error is in the residuals)."""
+    own = _relative(profile, f"{name}[{group}]") if group else None
     if own is not None:
         return own
     fitted = [_relative(profile, key) for key in profile.values if key.startswith(f"{name}[")]
     fitted = [value for value in fitted if value is not None]
-    pooled = _own_variance(profile, name) or 0.0
+    pooled = _relative(profile, name) or 0.0
     return pooled + (float(np.mean(fitted)) if fitted else 0.0)
 
 
 def pinned(profile, kind: str, architecture) -> list[str]:
-    """Keys of :data:`DEPENDS` of ``kind`` whose value for ``architecture`` sits at a bound."""
+    """Keys of :data:`DEPENDS` of ``kind`` whose value for ``architecture`` sits at a bound (link
+    kinds are not known from an architecture: their pooled key is checked)."""
     keys = []
     for name in DEPENDS.get(kind, ()):
         per_architecture = PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture"
@@ -291,6 +278,16 @@ def _parameter_table(profile, kinds, archs) -> np.ndarray:
         return sum(_relative_variance(profile, name, group(name)) for name in DEPENDS.get(k, ()))
 
     return np.array([[variance(k, a) for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
+
+
+def _bound_table(profile, kinds, archs) -> np.ndarray:
+    """[kind, architecture]: the sum of ``prior_log_sigma^2`` over the :data:`DEPENDS` values at a
+    bound (:func:`pinned`).  The Laplace standard error assumes a posterior normal around an
+    interior optimum; at a bound the fit wanted to go beyond it by an amount the curvature does not
+    tell, so the only statement left about the value is its prior (elasticity 1: the prior's
+    log-variance is the estimate's).  :func:`_evaluate` weights it by ``n0 / (n + n0)``."""
+    return np.array([[sum(PARAMETERS[split_key(key)[0]].prior_log_sigma ** 2 for key in pinned(profile, k, a))
+                      for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
 
 
 # ---------------------------------------------------------------- fitting the model
@@ -586,8 +583,10 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     bucket_codes = np.broadcast_to(_bucket_codes(num_gpus), shape)
     logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
             for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
-    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "scale", "assumed")}
+    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "bounds", "scale",
+                                               "assumed")}
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    pinned_variance = _bound_table(profile, kinds, archs)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
@@ -601,6 +600,11 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         gpu_term = _extrapolation(0.0, entry["tau"].get("gpu", 0.0), model.get("n0", N0), True,
                                   _gpu_rows(entry.get("gpus", {}), gpus))
         out["gpu"][mask] = np.maximum(gpu_term[None, :] - tau[:, None], 0.0)[codes, gpu_codes[mask]]
+        # a value at its bound: its prior, in the share the architecture's own rows leave open
+        # (their cross-validated residuals already carry what the pinned value does to them)
+        rows = np.array([entry["architectures"].get(a, {}).get("n", 0) for a in archs], dtype=float)
+        n0 = model.get("n0", N0)
+        out["bounds"][mask] = (pinned_variance[index] * n0 / (rows + n0))[codes]
         scale = np.zeros(int(mask.sum()))
         for feature, trend in entry["scale"].items():
             x = logs[feature][mask]
@@ -610,16 +614,17 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         for input_name, flag in (assumed or {}).items():
             out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
                                              entry["tau"].get(input_name, 0.0), 0.0)
-    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["gpu"] + out["scale"]
-                           + out["assumed"])
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["bounds"] + out["architecture"] + out["gpu"]
+                           + out["scale"] + out["assumed"])
     return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
               seq_len=np.nan, assumed=None, gpu=None) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
-    ``residual`` (v), ``parameters`` (p, with the prior of a value at its bound),
-    ``architecture``, ``gpu`` (a GPU model with few or no rows, beyond the architecture term),
+    ``residual`` (v), ``parameters`` (p), ``bounds`` (the prior of a value at its bound, weighted
+    by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
+    few or no rows, beyond the architecture term),
     ``scale`` and ``assumed`` (extrapolation variances) and ``total`` (sqrt of their sum: sigma).
     ``gpu``: the GPU name of each estimate (None: not known, no GPU term)."""
     return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu)[0]
@@ -778,7 +783,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
         extrapolates.append(f"{gpu_rows or 'no'} {kind} rows on {gpu}: a GPU model the fit barely or never saw")
     for key in pinned(profile, kind, architecture):
         extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
-                            f"its prior width counts")
+                            f"its prior width counts, in the share the measured rows leave open")
     values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
     for feature, trend in entry["scale"].items():
         value = values[feature]
