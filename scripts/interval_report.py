@@ -1,12 +1,19 @@
 """Cross-validated residuals for the prediction intervals, and the coverage section of docs/accuracy.md.
 
-    python scripts/interval_report.py compute --kind kfold --cache build/intervals   # 5-fold CV (~15 min)
+    python scripts/interval_report.py compute --kind kfold --cache build/intervals   # 5-fold, folds of experiments
+    python scripts/interval_report.py compute --kind source --cache build/intervals  # 5-fold, folds of sources
+    python scripts/interval_report.py compute --kind gpu --cache build/intervals     # leave-one-GPU-out (GEMM rows)
     python scripts/interval_report.py compute --kind architecture --cache build/intervals  # leave-one-architecture-out
-    python scripts/interval_report.py compute --kind source --cache build/intervals  # sources in 5 folds
     python scripts/interval_report.py report --cache build/intervals [--write docs/accuracy.md]
 
-``compute`` writes ``<cache>/<kind>.csv`` (the held-out validate() frame); ``report`` fits the
-interval model on the k-fold frame and prints (or replaces in ``--write``) the markdown section.
+``compute`` writes ``<cache>/<kind>.csv`` (the held-out validate() frame; ``gpu`` also
+``gpu_kfold.csv``, the GEMM k-fold it is compared with: ~15 min on a busy 2-core machine).
+``--only train,collective`` restricts ``kfold``/``source``/``architecture`` to those kinds' rows,
+with the kernel-stage values (fitted on GEMM and copy rows only, none of these rows) taken from
+the shipped profile, so no fold pays for the GEMM fit (the whole-train-stage refit per fold
+remains: ~5 min per fold on one core).  ``--jobs N`` fits the folds in N processes.  ``report`` scores every cache present
+(each held-out row bounded by an interval model fitted without its fold) and prints, or replaces
+in ``--write``, the markdown section.
 """
 
 from __future__ import annotations
@@ -17,18 +24,22 @@ import time
 from pathlib import Path
 
 
-def source_folds(sources, k: int = 5, seed: int = 0):
-    """Fold label ('sources-0' .. 'sources-4') of each row: its source, assigned at random."""
-    import numpy as np
+def kernel_start_profile():
+    """The shipped profile's kernel-stage values only: the starting point (and prior centres) of a
+    fit on train and collective rows that should not refit the GEMM kernel model.  Nothing fitted
+    to train or collective rows is kept, so a fold's priors never saw its held-out rows."""
+    from perfmodel.calibration.fit import STAGES
+    from perfmodel.profile import CalibrationProfile, default_profile, split_key
 
-    names = sorted(set(sources.dropna()))
-    order = np.random.default_rng(seed).permutation(len(names))
-    fold = {name: f"sources-{order[i] % k}" for i, name in enumerate(names)}
-    return sources.map(fold)
+    kernel = next(names for stage, _, names in STAGES if stage == "kernel")
+    shipped = default_profile()
+    keep = {key for key in shipped.values if split_key(key)[0] in kernel}
+    return CalibrationProfile(values={k: shipped.values[k] for k in keep},
+                              uncertainty={k: v for k, v in shipped.uncertainty.items() if k in keep})
 
 
-def compute(kind: str, cache: Path) -> None:
-    from perfmodel.calibration.coverage import leave_group_out
+def compute(kind: str, cache: Path, only=None, jobs: int = 1) -> None:
+    from perfmodel.calibration.coverage import leave_gpu_out, leave_group_out
     from perfmodel.calibration.fit import cross_validate
     from perfmodel.calibration.intervals import architectures
     from perfmodel.calibration.measurements import shipped_measurements
@@ -38,16 +49,27 @@ def compute(kind: str, cache: Path) -> None:
 
     catalog = load_catalog()
     measurements = shipped_measurements()
+    start_profile = None
+    if only and kind != "gpu":  # the GPU study is of GEMM rows whatever --only says
+        measurements = measurements[measurements["kind"].isin(only)]
+        start_profile = kernel_start_profile()
     start = time.time()
-    if kind == "kfold":
-        frame = cross_validate(measurements, k=5, seed=0, catalog=catalog)
-    elif kind == "architecture":
+    if kind in ("kfold", "source"):
+        frame = cross_validate(measurements, k=5, seed=0, catalog=catalog, jobs=jobs, profile=start_profile,
+                               by="experiment" if kind == "kfold" else "source")
+    elif kind == "gpu":
+        # leave-one-GPU-out on GEMM rows, and the experiment k-fold of the same stage it is compared with
+        frame = leave_gpu_out(measurements, catalog=catalog)
+        kernel_rows = measurements[measurements["kind"].isin(["gemm", "memcpy"])]
+        cache.mkdir(parents=True, exist_ok=True)
+        cross_validate(kernel_rows, k=5, seed=0, catalog=catalog, jobs=jobs, by="experiment").to_csv(
+            cache / "gpu_kfold.csv")
+    else:
         # architectures with >= 20 rows: a fold for the 1-row ones would cost a full fit for one row
         arch = pd.Series(architectures(measurements["gpu"], catalog), index=measurements.index)
         counts = arch.value_counts()
-        frame = leave_group_out(measurements, arch.where(arch.map(counts) >= 20, None), catalog=catalog)
-    else:  # sources in 5 folds: every row predicted by a fit that saw none of its source's rows
-        frame = leave_group_out(measurements, source_folds(measurements["source"]), catalog=catalog)
+        frame = leave_group_out(measurements, arch.where(arch.map(counts) >= 20, None), catalog=catalog,
+                                profile=start_profile)
     cache.mkdir(parents=True, exist_ok=True)
     frame.to_csv(cache / f"{kind}.csv")
     print(f"{kind}: {len(frame)} rows in {time.time() - start:.0f} s -> {cache / f'{kind}.csv'}")
@@ -69,25 +91,11 @@ def markdown(frame, key: str, min_rows: int = 1) -> str:
     return "\n".join(lines)
 
 
-def legacy_bounds(frame, fitted, context):
-    """The former method for comparison: the 10th/90th percentiles of the fitted rows' ratios
-    per kind[architecture] (>= 8 rows) else per kind, fitted on ``fitted`` only."""
-    import numpy as np
+def _read(path: Path):
+    import pandas as pd
 
-    from perfmodel.calibration.intervals import bounds, rate_ratio
-
-    ok = fitted[fitted["predicted"].notna()]
-    ratio = rate_ratio(ok["metric"], ok["measured"].to_numpy(float), ok["predicted"].to_numpy(float))
-    arch = context.loc[ok.index, "architecture"].to_numpy(dtype=object)
-    low = np.full(len(frame), np.nan)
-    high = np.full(len(frame), np.nan)
-    for i, (kind, a) in enumerate(zip(frame["kind"], context.loc[frame.index, "architecture"])):
-        mine = (ok["kind"].to_numpy() == kind) & (arch == a)
-        if mine.sum() < 8:
-            mine = ok["kind"].to_numpy() == kind
-        if mine.sum() >= 2:
-            low[i], high[i] = np.quantile(ratio[mine], (0.1, 0.9))
-    return bounds(frame["metric"].to_numpy(dtype=object), frame["predicted"].to_numpy(float), low, high)
+    frame = pd.read_csv(path, index_col=0)
+    return frame[frame["predicted"].notna() & frame["measured"].notna()]
 
 
 def report(cache: Path, write: Path | None) -> int:
@@ -103,78 +111,50 @@ def report(cache: Path, write: Path | None) -> int:
     measurements = shipped_measurements()
     context = row_context(measurements, catalog)
     profile = default_profile()
-    kfold = pd.read_csv(cache / "kfold.csv", index_col=0)
-    kfold = kfold[kfold["predicted"].notna()]
-    scored = held_out_intervals(kfold, context, profile).join(context[["architecture", "framework", "source"]])
     out = [START, "## Prediction intervals: coverage out of sample",
            "",
-           "Generated by `scripts/interval_report.py report` from the 5-fold cross-validated residuals of the "
-           "shipped measurements (`interval_report.py compute --kind kfold`). Each fold's rows are bounded by an "
-           "interval model (`perfmodel.calibration.intervals`) fitted on the *other* folds' residuals, so every "
-           "number below is out of sample. coverage_L = share of measured values inside the L % interval "
-           "(honest: close to L/100); width_L = median high/low of that interval.",
+           "Generated by `scripts/interval_report.py report` (see its docstring for the `compute` commands). "
+           "Every row is predicted by parameters fitted without it and bounded by an interval model "
+           "(`perfmodel.calibration.intervals`) fitted without its fold, so every number below is out of sample. "
+           "coverage_L = share of measured values inside the L % interval (honest: close to L/100); "
+           "width_L = median high/low of that interval.",
            ""]
-    for key in ("kind", "architecture", "framework"):
-        out += [f"### By {key} (5-fold)", "", markdown(coverage_table(scored, key), key), ""]
-    sources = coverage_table(scored, "source")
-    big = sources[(sources["n"] >= 20) & (sources["source"] != "all")]
-    inside = ((big["coverage_80"] >= 0.7) & (big["coverage_80"] <= 0.9)).sum()
-    out += ["### By source (5-fold, sources with >= 20 rows)", "",
-            f"{inside} of {len(big)} such sources have 80 % coverage within 0.70-0.90.", "",
-            markdown(sources, "source", min_rows=20), ""]
-    legacy = kfold.copy()
-    legacy["low"], legacy["high"] = legacy_bounds(kfold, kfold, context)
-    old = coverage_table(legacy, "kind")
-    out += ["For comparison, the former per-kind[architecture] 10-90 % band, in sample on the same rows: "
-            + ", ".join(f"{r['kind']} {r['coverage_80']:.2f} (width {r['width_80']:.2f})" for _, r in old.iterrows()),
-            ""]
-    unseen_path = cache / "architecture.csv"
-    if unseen_path.exists():
-        unseen = pd.read_csv(unseen_path, index_col=0)
-        unseen = unseen[unseen["predicted"].notna() & unseen["fold"].notna()]
-        held = group_out_intervals(unseen, kfold, context, profile, "architecture")
-        held["group"] = held["fold"] + " / " + held["kind"]
-        learnt = group_out_intervals(unseen, kfold, context, profile, "architecture", calibrate_unseen=True)
-        learnt["group"] = learnt["fold"] + " / " + learnt["kind"]
-        former = unseen.copy()
-        former["low"] = former["high"] = float("nan")
-        for arch in unseen["fold"].unique():
-            rows = unseen["fold"] == arch
-            others = kfold[(context.loc[kfold.index, "architecture"] != arch).to_numpy()]
-            former.loc[rows, "low"], former.loc[rows, "high"] = legacy_bounds(unseen[rows], others, context)
-        former["group"] = former["fold"] + " / " + former["kind"]
-        old = coverage_table(former, "group").set_index("group")
-        table = coverage_table(held, "group")
-        table["former_80"] = table["group"].map(old["coverage_80"])
-        learnt = coverage_table(learnt, "group").set_index("group")
-        table["learnt_80"] = table["group"].map(learnt["coverage_80"])
-        table["learnt_width_80"] = table["group"].map(learnt["width_80"])
-        out += ["### Leave one GPU architecture out", "",
-                "Each architecture with >= 20 rows (Ampere, Blackwell, Hopper, Volta) is held out in turn: the "
-                "parameters are refitted without its rows (`interval_report.py compute --kind architecture`, "
-                "`perfmodel.calibration.coverage.leave_group_out`) and its rows are bounded by an interval model "
-                "fitted without them and with that architecture's parameter values removed (pooled values, as for a "
-                "GPU never measured). former_80: coverage of the former kind-level 10-90 % band on the same rows. "
-                "learnt_80 / learnt_width_80: the same when the new-architecture term is also learnt from the "
-                "*other* held-out architectures' rows (`fit_interval_model(..., unseen=...)`).",
-                "",
-                markdown(table, "group").replace("| group |", "| held-out architecture / kind |"), ""]
-        lines = out[-2].split("\n")
-        extra = ["former_80", "learnt_80", "learnt_width_80"]
-        lines[0] += " " + " | ".join(extra) + " |"
-        lines[1] += "---|" * len(extra)
-        for i, (_, row) in enumerate(table.iterrows()):
-            lines[i + 2] += "".join(f" {row[c]:.2f} |" if row[c] == row[c] else " - |" for c in extra)
-        out[-2] = "\n".join(lines)
-    sources_path = cache / "source.csv"
-    if sources_path.exists():
-        by_source = pd.read_csv(sources_path, index_col=0)
-        by_source = by_source[by_source["predicted"].notna() & by_source["fold"].notna()]
-        context["source_fold"] = source_folds(measurements["source"])
-        held = group_out_intervals(by_source, kfold, context, profile, "source_fold")
-        out += ["### Leave sources out (sources in 5 folds)", "",
-                "Every row is predicted by parameters fitted without any row of its source, and bounded by an "
-                "interval model fitted without them.", "", markdown(coverage_table(held, "kind"), "kind"), ""]
+    studies = []
+    kfold_path, source_path = cache / "kfold.csv", cache / "source.csv"
+    if kfold_path.exists():
+        kfold = _read(kfold_path)
+        studies.append(("5-fold, folds of experiments (another row of a source already fitted)",
+                        held_out_intervals(kfold, context, profile)))
+    if source_path.exists():
+        by_source = _read(source_path)
+        studies.append(("5-fold, folds of sources (train and collective rows: a source never fitted; "
+                        "the case of every user's run)", held_out_intervals(by_source, context, profile)))
+    gpu_path, gpu_kfold_path = cache / "gpu.csv", cache / "gpu_kfold.csv"
+    if gpu_path.exists() and gpu_kfold_path.exists():
+        unseen, base = _read(gpu_path), _read(gpu_kfold_path)
+        held = group_out_intervals(unseen, base, context, profile, "gpu", calibrate_unseen=True)
+        studies.append(("leave one GPU out (GEMM rows; kernel-stage refit without the GPU; its rows bounded by a "
+                        "model fitted on the other GPUs' 5-fold residuals with the GPU-model term learnt from the "
+                        "other GPUs' leave-one-out rows)", held))
+    arch_path = cache / "architecture.csv"
+    base_path = kfold_path if kfold_path.exists() else source_path
+    if arch_path.exists() and base_path.exists():
+        unseen = _read(arch_path)
+        unseen = unseen[unseen["fold"].notna()]
+        held = group_out_intervals(unseen, _read(base_path), context, profile, "architecture", calibrate_unseen=True)
+        studies.append(("leave one architecture out (each architecture with >= 20 rows; parameters refitted and "
+                        "the architecture's values removed; new-architecture term learnt from the other held-out "
+                        "architectures)", held))
+    for title, scored in studies:
+        out += [f"### {title[0].upper() + title[1:]}", "", markdown(coverage_table(scored, "kind"), "kind"), ""]
+        if "folds of sources" in title:
+            scored = scored.join(context[["architecture"]])
+            out += ["By architecture (same study):", "", markdown(coverage_table(scored, "architecture"),
+                                                                   "architecture"), ""]
+        if title.startswith("leave one GPU out"):
+            out += ["By held-out GPU:", "", markdown(coverage_table(scored, "gpu"), "gpu"), ""]
+    if not studies:
+        raise SystemExit(f"no cached study in {cache}: run `interval_report.py compute` first")
     out.append(END)
     section = "\n".join(out)
     if write is None:
@@ -193,12 +173,14 @@ def report(cache: Path, write: Path | None) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["compute", "report"])
-    parser.add_argument("--kind", choices=["kfold", "architecture", "source"], default="kfold")
+    parser.add_argument("--kind", choices=["kfold", "source", "gpu", "architecture"], default="kfold")
+    parser.add_argument("--only", help="comma-separated measurement kinds to cross-validate (e.g. train,collective)")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for the folds (default 1)")
     parser.add_argument("--cache", type=Path, default=Path("build/intervals"))
     parser.add_argument("--write", type=Path, help="replace the interval section of this markdown file")
     args = parser.parse_args(argv)
     if args.action == "compute":
-        compute(args.kind, args.cache)
+        compute(args.kind, args.cache, args.only.split(",") if args.only else None, args.jobs)
         return 0
     return report(args.cache, args.write)
 

@@ -144,7 +144,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         **base,
     )
     assumed = _assumed_inputs(cluster, profile, base["assumptions"].get("framework"))
-    context = {"architecture": cluster.gpu.architecture, "num_gpus": cluster.num_gpus,
+    context = {"architecture": cluster.gpu.architecture, "gpu": cluster.gpu.name, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
                "assumed": {name: True for name in assumed} or None}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
@@ -157,7 +157,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         estimate.confidence = confidence(
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
-            assumed=assumed or None)
+            assumed=assumed or None, gpu=cluster.gpu.name)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

@@ -11,14 +11,16 @@ band).
 ``leave_group_out(measurements, groups)`` is cross-validation with one fold per group (a GPU
 architecture, a source): every row is predicted by a profile fitted without any row of its group,
 the situation of an estimate on a GPU or a software stack that the calibration never saw.
+``leave_gpu_out(measurements)`` is the cheap case of it for GEMM rows: one kernel-stage fit per
+GPU, the error on a GPU model never measured.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEVELS", "bound_columns", "coverage_table", "leave_group_out", "calibration_points",
-           "held_out_intervals", "group_out_intervals", "without_architecture"]
+__all__ = ["LEVELS", "bound_columns", "coverage_table", "leave_group_out", "leave_gpu_out", "calibration_points",
+           "held_out_intervals", "group_out_intervals", "without_architecture", "kernel_stage_only"]
 
 LEVELS = (0.50, 0.80, 0.95)
 
@@ -86,13 +88,14 @@ def calibration_points(frame, levels=LEVELS) -> list[tuple[float, float, int]]:
             if np.isfinite(stats[f"coverage_{round(100 * level):d}"])]
 
 
-def leave_group_out(measurements, groups, params=None, catalog=None):
+def leave_group_out(measurements, groups, params=None, catalog=None, profile=None):
     """Cross-validation with one fold per distinct value of ``groups`` (an array aligned with
     ``measurements``: GPU architecture, source, ...): refit without the group, predict it.
 
     Returns the :func:`validate` frame of every row (same index as ``measurements``) with a
     ``fold`` column naming the held-out group.  Rows whose group is missing (None/NaN) are always
-    fitted, never held out.  Cost: one full :func:`calibrate` per group."""
+    fitted, never held out.  ``profile``: the fits' starting point (as in :func:`calibrate`).
+    Cost: one full :func:`calibrate` per group."""
     import pandas as pd
 
     from perfmodel.calibration.fit import calibrate
@@ -107,11 +110,48 @@ def leave_group_out(measurements, groups, params=None, catalog=None):
     parts = []
     for name in names:
         held = groups == name
-        profile = calibrate(measurements[~held], params=params, catalog=catalog)
-        scored = validate(measurements[held], catalog, profile.model_copy(update={"interval": {}}))
+        fitted = calibrate(measurements[~held], params=params, profile=profile, catalog=catalog)
+        scored = validate(measurements[held], catalog, fitted.model_copy(update={"interval": {}}))
         scored["fold"] = name
         parts.append(scored)
     return pd.concat(parts).sort_index()
+
+
+def leave_gpu_out(measurements, kinds=("gemm",), min_rows: int = 10, params=None, catalog=None):
+    """Leave-one-GPU-out on the rows of ``kinds`` (GEMM by default): for each GPU with at least
+    ``min_rows`` such rows, refit the kernel stage of :func:`calibrate` (``params`` of it; the
+    stage that fits GEMM rows: seconds, not the minutes of a whole fit) on the other GPUs' rows of
+    the kernel stage's kinds and predict its ``kinds`` rows.  Returns the :func:`validate` frame of the
+    held-out rows with ``fold`` = the GPU (empty when fewer than 2 GPUs qualify)."""
+    import pandas as pd
+
+    from perfmodel.calibration.fit import calibrate
+    from perfmodel.calibration.validate import validate
+    from perfmodel.hardware.catalog import load_catalog
+
+    catalog = catalog or load_catalog()
+    stage = kernel_stage_only()
+    fitting = measurements[measurements["kind"].isin(stage[0][1])]
+    rows = measurements[measurements["kind"].isin(kinds)]
+    counts = rows["gpu"].value_counts()
+    gpus = sorted(counts.index[counts >= min_rows])
+    if len(gpus) < 2:
+        return pd.DataFrame(columns=["id", "kind", "gpu", "metric", "measured", "predicted", "ape", "reason", "fold"])
+    parts = []
+    for gpu in gpus:
+        profile = calibrate(fitting[fitting["gpu"] != gpu], params=params, catalog=catalog, stages=stage)
+        scored = validate(rows[rows["gpu"] == gpu], catalog, profile.model_copy(update={"interval": {}}))
+        scored["fold"] = gpu
+        parts.append(scored)
+    return pd.concat(parts).sort_index()
+
+
+def kernel_stage_only():
+    """The ``stages`` argument of :func:`perfmodel.calibration.fit.calibrate` that fits only the
+    kernel stage (GEMM and copy rows)."""
+    from perfmodel.calibration.fit import STAGES
+
+    return tuple(stage for stage in STAGES if stage[0] == "kernel")
 
 
 def held_out_intervals(cv_frame, context, profile, levels=LEVELS, n0=None):
@@ -151,8 +191,9 @@ def group_out_intervals(group_frame, cv_frame, context, profile, column: str, le
     the profile's values of that architecture removed (:func:`without_architecture`), so the
     group is new to both the parameters and the interval model, as a GPU never measured is.
     ``calibrate_unseen``: also give each model the ``group_frame`` rows of the *other* groups as
-    its ``unseen`` frame (:func:`perfmodel.calibration.intervals.fit_interval_model`), so the
-    new-architecture term is learnt from the other held-out groups, never from the one scored."""
+    its ``unseen`` frame (``unseen_gpu`` when ``column`` is ``gpu``;
+    :func:`perfmodel.calibration.intervals.fit_interval_model`), so the new-architecture (new-GPU)
+    term is learnt from the other held-out groups, never from the one scored."""
     import pandas as pd
 
     from perfmodel.calibration.intervals import fit_interval_model, interval_columns
@@ -163,7 +204,10 @@ def group_out_intervals(group_frame, cv_frame, context, profile, column: str, le
         held = group_frame[group_frame["fold"] == group]
         local = without_architecture(profile, group) if column == "architecture" else profile
         unseen = group_frame[group_frame["fold"] != group] if calibrate_unseen else None
-        model = fit_interval_model(others, local, context, unseen=unseen)
+        if column == "gpu":
+            model = fit_interval_model(others, local, context, unseen_gpu=unseen)
+        else:
+            model = fit_interval_model(others, local, context, unseen=unseen)
         held = held[held["kind"].isin(list(model["kinds"]))]
         parts.append(interval_columns(held, context, local, model, levels))
     return pd.concat(parts).sort_index()

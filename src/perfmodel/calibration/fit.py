@@ -38,13 +38,13 @@ import math
 
 import numpy as np
 
-from perfmodel.calibration.intervals import architectures
+from perfmodel.calibration.intervals import SOURCE_GROUPED_KINDS, architectures
 from perfmodel.calibration.validate import predict
 from perfmodel.hardware.catalog import load_catalog
 from perfmodel.parameters import PARAMETERS
 from perfmodel.profile import CalibrationProfile, split_key
 
-__all__ = ["STAGES", "calibrate", "cross_validate", "parameter_keys", "row_groups"]
+__all__ = ["STAGES", "CV_GROUPINGS", "calibrate", "cross_validate", "cv_groups", "parameter_keys", "row_groups"]
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
@@ -355,24 +355,85 @@ def _configuration_groups(measurements):
     return keys.factorize()[0]
 
 
-def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog=None, jobs: int = 1):
+CV_GROUPINGS = ("source", "experiment", "gpu")
+
+
+def cv_groups(measurements, by: str = "source") -> np.ndarray:
+    """Group label of each row for :func:`cross_validate` (the rows of a group share one fold).
+
+    ``experiment``: one measured configuration (:func:`_configuration_groups`: every metric of
+    one run); ``source``: rows of the kinds of
+    :data:`~perfmodel.calibration.intervals.SOURCE_GROUPED_KINDS` (train, collective) by their
+    ``source`` field (one table or section of a document, one results file), every other kind
+    (GEMM and copy micro-benchmarks, almost all from one source) and a row without a source by
+    experiment;
+    ``gpu``: the GPU name."""
+    if by not in CV_GROUPINGS:
+        raise ValueError(f"cross-validation grouping {by!r} is not known; use one of {', '.join(CV_GROUPINGS)}")
+    kinds = measurements["kind"].astype(str).to_numpy(dtype=object)
+    if by == "gpu":
+        return np.array([f"gpu|{g}" for g in measurements["gpu"]], dtype=object)
+    experiment = np.array([f"{k}|experiment {g}" for k, g in zip(kinds, _configuration_groups(measurements))],
+                          dtype=object)
+    if by == "experiment" or "source" not in measurements:
+        return experiment
+    sources = measurements["source"].to_numpy(dtype=object)
+    by_source = np.isin(kinds, SOURCE_GROUPED_KINDS) & measurements["source"].notna().to_numpy()
+    return np.where(by_source, np.array([f"{k}|{d}" for k, d in zip(kinds, sources)], dtype=object), experiment)
+
+
+def _balanced_folds(groups, kinds, k: int, seed: int) -> np.ndarray:
+    """Fold of each row.  Groups are taken in a seeded random order, largest first (a stable
+    sort), each into the fold that holds the smallest share of the group's own kind(s) so far
+    (greedy longest-processing-time balancing, Graham 1969, per kind), so each fold holds about
+    1/k of every kind's rows whatever the group sizes."""
+    import pandas as pd
+
+    group_codes, _ = pd.factorize(pd.Series(groups, dtype=object))
+    kind_codes, kind_names = pd.factorize(pd.Series(kinds, dtype=object))
+    counts = np.zeros((group_codes.max() + 1, len(kind_names)))
+    np.add.at(counts, (group_codes, kind_codes), 1.0)
+    share = counts / counts.sum(axis=0)
+    order = np.random.default_rng(seed).permutation(len(counts))
+    order = order[np.argsort(-counts.sum(axis=1)[order], kind="stable")]
+    load = np.zeros((k, len(kind_names)))
+    fold_of_group = np.empty(len(counts), dtype=int)
+    for group in order:
+        fold = int(np.argmin(load @ share[group]))
+        fold_of_group[group] = fold
+        load[fold] += share[group]
+    return fold_of_group[group_codes]
+
+
+def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog=None, jobs: int = 1,
+                   by: str = "source", profile: CalibrationProfile | None = None):
     """k-fold cross-validation: refit without each fold, predict the fold.
 
     Returns a DataFrame (id, kind, gpu, metric, measured, predicted, ape, reason, fold); every row
-    is predicted by a profile fitted on the other folds only (grouped by experiment).  ``jobs`` > 1
-    fits the folds in that many processes; the result is the same as with one.
+    is predicted by a profile fitted on the other folds only.  ``by`` (:func:`cv_groups`) keeps
+    rows together: ``source`` (default) holds out all rows of a source of train and collective
+    rows, which is what a user's own run is, a source the fit never saw; ``experiment`` holds out
+    configurations at random (another row of a source already fitted: narrower errors);
+    ``gpu`` holds out GPUs (``k`` = the number of GPUs: leave-one-GPU-out).  Groups fill the
+    folds balanced by rows of each kind (:func:`_balanced_folds`; ``experiment`` keeps the
+    seeded round-robin of configurations).  ``profile``: the fits' starting point and prior
+    centres, as in :func:`calibrate` (with ``params``, the values of parameters not refitted).
+    ``jobs`` > 1 fits the folds in that many processes; the result is the same as with one.
     """
     import pandas as pd
 
     if k < 2:
         raise ValueError(f"cv folds must be >= 2, got {k}")
     catalog = catalog or load_catalog()
-    groups = _configuration_groups(measurements)
-    order = np.random.default_rng(seed).permutation(groups.max() + 1)
-    fold_of_group = np.empty_like(order)
-    fold_of_group[order] = np.arange(order.size) % k
-    folds = fold_of_group[groups]
-    tasks = [(measurements[folds != fold], measurements[folds == fold], fold, params, catalog)
+    if by == "experiment":
+        groups = _configuration_groups(measurements)
+        order = np.random.default_rng(seed).permutation(groups.max() + 1)
+        fold_of_group = np.empty_like(order)
+        fold_of_group[order] = np.arange(order.size) % k
+        folds = fold_of_group[groups]
+    else:
+        folds = _balanced_folds(cv_groups(measurements, by), measurements["kind"].to_numpy(dtype=object), k, seed)
+    tasks = [(measurements[folds != fold], measurements[folds == fold], fold, params, catalog, profile)
              for fold in range(k) if (folds == fold).any()]
     if jobs > 1 and len(tasks) > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -384,11 +445,11 @@ def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog
     return pd.concat(parts).sort_index()
 
 
-def _score_fold(train, held, fold, params, catalog):
+def _score_fold(train, held, fold, params, catalog, start=None):
     """Fit on ``train`` and score ``held`` (one fold of :func:`cross_validate`)."""
     from perfmodel.calibration.validate import validate
 
-    profile = calibrate(train, params=params, catalog=catalog)
+    profile = calibrate(train, params=params, profile=start, catalog=catalog)
     scored = validate(held, catalog, profile.model_copy(update={"interval": {}}))
     scored["fold"] = fold
     return scored

@@ -16,23 +16,36 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
-  (an architecture the fit never saw);
+  (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
+  prior's log-variance (the Laplace error means nothing there: the fit wanted to go beyond the
+  bound, by an amount the curvature does not tell) times ``n0 / (n + n0)``, ``n`` the rows of the
+  kind on that architecture, whose residuals already carry what the pinned value does to them;
 * ``e``, extrapolation: an architecture with no rows of this kind adds the between-architecture
   variance of the biases (``tau^2``, method of moments; or the excess variance of a
-  leave-one-architecture-out study when given); each decade of GPU count, model size or sequence
-  length outside the fitted range adds the residual trend along that axis (slope and its standard
-  error, in quadrature) times the distance; each assumed input (framework, fabric) adds the
-  between-group variance of the biases of that input;
+  leave-one-architecture-out study when given); a GPU *model* with few or no rows of the kind
+  adds the excess variance of a leave-one-GPU-out study of the GEMM rows, ``tau_gpu^2``, times
+  ``n0 / (n_gpu + n0)`` (the larger of the two terms counts, not their sum); each decade of GPU
+  count, model size or sequence length outside the fitted range adds the residual trend along
+  that axis (slope and its standard error, in quadrature) times the distance; each assumed input
+  (framework, fabric) adds the between-group variance of the biases of that input;
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
   ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
-  (cross-fitting, so the quantiles are those of rows the nodes did not see), blended with
-  Student-t quantiles (``nu = n - 1``) with weight
-  ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles are stored on a probability
-  grid and interpolated, so any level in (0, 0.99] works and the bounds are monotone in level.
+  (cross-fitting, so the quantiles are those of rows the nodes did not see; for train and
+  collective rows with enough sources, without the row's whole *source*, widened for the few
+  sources seen as a prediction from m draws is), blended with Student-t quantiles
+  (``nu = n - 1``) with weight ``n / (n + n0)`` so a kind with few rows gets fat tails.  Quantiles
+  are stored on a probability grid and interpolated, so any level in (0, 0.99] works and the
+  bounds are monotone in level.
 
-``fit_interval_model(cv_frame, profile, context)`` builds the model (a plain JSON-able dict, kept in the
-profile's ``provenance["interval_model"]``); ``ratio_bounds(...)`` evaluates it on arrays (one
-estimate or a million search plans, same code); ``confidence(...)`` explains one estimate.
+The residuals should come from source-grouped cross-validation
+(:func:`perfmodel.calibration.fit.cross_validate`, ``by="source"``, the default): a user's run
+is always a source the fit never saw, and residuals of random folds measure only "another row of
+a source already fitted".
+
+``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model
+(a plain JSON-able dict, kept in the profile's ``provenance["interval_model"]``);
+``ratio_bounds(...)`` evaluates it on arrays (one estimate or a million search plans, same code);
+``confidence(...)`` explains one estimate.
 """
 
 from __future__ import annotations
@@ -42,12 +55,12 @@ import re
 
 import numpy as np
 
-from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio
+from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
-           "interval_bounds", "interval_table", "confidence", "framework_family", "gpu_bucket",
-           "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS"]
+           "interval_bounds", "interval_table", "confidence", "canonical_gpus", "framework_family", "gpu_bucket",
+           "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -65,6 +78,8 @@ FEATURES = ("num_gpus", "model_params", "seq_len")  # scale axes, compared in de
 ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; each has its tau
 _MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
 _MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
+CROSS_FIT_FOLDS = 5  # folds of the cross-fitted standardized residuals
+BOUND_TOLERANCE = 1e-3  # a fitted value within this share of its parameter's range of a bound is at it
 
 
 def rate_ratio(metric, measured, predicted):
@@ -78,6 +93,19 @@ def _architecture(catalog, name) -> str | None:
         return catalog.gpu(name).architecture
     except (ValueError, TypeError):
         return None
+
+
+def canonical_gpus(gpus, catalog):
+    """Catalog name of each GPU name or alias (the name itself when the catalog does not know it),
+    so a row's GPU and an estimate's ``cluster.gpu.name`` compare equal."""
+    def name(value):
+        try:
+            return catalog.gpu(value).name
+        except (ValueError, TypeError):
+            return value
+
+    names = {value: name(value) for value in set(gpus)}
+    return [names[value] for value in gpus]
 
 
 def architectures(gpus, catalog):
@@ -109,31 +137,43 @@ def gpu_bucket(num_gpus):
 
 
 def _model_params(rows) -> np.ndarray:
-    """Parameter count of each row's model: 12 L h^2 + V h for a transformer given by shape
-    (Kaplan et al. 2020, "Scaling laws for neural language models", eq. 2.1), else the zoo's
-    count for a named model, else NaN."""
-    from perfmodel.workloads.zoo import get_workload
+    """Parameter count of each row's model: the ``params`` of the workload the train predictor
+    builds from the row (:mod:`perfmodel.calibration.predictors.train`, the same
+    ``Workload.params`` that :func:`perfmodel.estimate` passes for an estimate, so rows and
+    estimates are placed on one scale axis); NaN for rows without a model or whose model cannot
+    be built."""
+    from perfmodel.calibration.predictors.train import _workload, _workload_spec
 
     out = np.full(len(rows), np.nan)
-    if "layers" in rows and "hidden" in rows:
-        layers = rows["layers"].to_numpy(dtype=float)
-        hidden = rows["hidden"].to_numpy(dtype=float)
-        vocab = np.nan_to_num(rows["vocab"].to_numpy(dtype=float)) if "vocab" in rows else 0.0
-        out = 12.0 * layers * hidden ** 2 + vocab * hidden
-    if "model" in rows:
-        known: dict[str, float] = {}
-        for name in set(rows["model"].dropna()):
+    if "model" not in rows:
+        return out
+    known: dict[str, float] = {}
+    named = np.flatnonzero(rows["model"].map(lambda m: isinstance(m, str) and bool(m.strip())).to_numpy(dtype=bool))
+    for i in named:
+        row = rows.iloc[i]
+        try:
+            spec = _workload_spec(row).model_dump_json()
+        except ValueError:
+            continue
+        if spec not in known:
             try:
-                known[name] = float(get_workload(str(name)).params)
-            except (ValueError, KeyError):
-                known[name] = np.nan
-        by_name = rows["model"].map(known).to_numpy(dtype=float)
-        out = np.where(np.isfinite(out), out, by_name)
+                known[spec] = float(_workload(spec).params)
+            except (ValueError, KeyError, TypeError):
+                known[spec] = np.nan
+        out[i] = known[spec]
     return out
 
 
+# kinds whose rows come from many sources: source-grouped cross-validation holds out all rows of
+# a source (the ``source`` field: one table or section of a document, one results file: one
+# campaign on one machine and software stack).  The other kinds (GEMM and copy micro-benchmarks:
+# almost every GEMM row comes from one source, NeuSight) would give one fold per source,
+# meaningless there: they are grouped by experiment.
+SOURCE_GROUPED_KINDS = ("train", "collective")
+
+
 def row_context(measurements, catalog):
-    """The context columns of measurement rows (same index): architecture, num_gpus,
+    """The context columns of measurement rows (same index): gpu, architecture, num_gpus,
     model_params, seq_len, framework (family), fabric (the inter-node link, else the intra-node
     one), source."""
     import pandas as pd
@@ -143,6 +183,7 @@ def row_context(measurements, catalog):
 
     fabric = column("inter").where(column("inter").notna(), column("intra"))
     return pd.DataFrame({
+        "gpu": canonical_gpus(measurements["gpu"], catalog),
         "architecture": architectures(measurements["gpu"], catalog),
         "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
         "model_params": _model_params(measurements),
@@ -162,6 +203,16 @@ def _relative(profile, key: str) -> float | None:
     return float((error / value) ** 2)
 
 
+def at_bound(profile, key: str) -> bool:
+    """Whether the profile's value of ``key`` sits at a bound of its parameter (within
+    :data:`BOUND_TOLERANCE` of the range)."""
+    value, parameter = profile.values.get(key), PARAMETERS.get(split_key(key)[0])
+    if value is None or parameter is None:
+        return False
+    margin = BOUND_TOLERANCE * (parameter.high - parameter.low)
+    return bool(value <= parameter.low + margin or value >= parameter.high - margin)
+
+
 def _relative_variance(profile, name: str, group) -> float:
     """(standard error / value)^2 of ``name`` for ``group``.  A group fitted on rows of its own:
     its own standard error.  A group without rows (or no group given, as for an estimate whose
@@ -175,6 +226,19 @@ def _relative_variance(profile, name: str, group) -> float:
     fitted = [value for value in fitted if value is not None]
     pooled = _relative(profile, name) or 0.0
     return pooled + (float(np.mean(fitted)) if fitted else 0.0)
+
+
+def pinned(profile, kind: str, architecture) -> list[str]:
+    """Keys of :data:`DEPENDS` of ``kind`` whose value for ``architecture`` sits at a bound (link
+    kinds are not known from an architecture: their pooled key is checked)."""
+    keys = []
+    for name in DEPENDS.get(kind, ()):
+        per_architecture = PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture"
+        key = f"{name}[{architecture}]" if per_architecture and architecture else None
+        key = key if key in profile.values else name
+        if at_bound(profile, key):
+            keys.append(key)
+    return keys
 
 
 def _factorize(values, shape=None):
@@ -214,6 +278,16 @@ def _parameter_table(profile, kinds, archs) -> np.ndarray:
         return sum(_relative_variance(profile, name, group(name)) for name in DEPENDS.get(k, ()))
 
     return np.array([[variance(k, a) for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
+
+
+def _bound_table(profile, kinds, archs) -> np.ndarray:
+    """[kind, architecture]: the sum of ``prior_log_sigma^2`` over the :data:`DEPENDS` values at a
+    bound (:func:`pinned`).  The Laplace standard error assumes a posterior normal around an
+    interior optimum; at a bound the fit wanted to go beyond it by an amount the curvature does not
+    tell, so the only statement left about the value is its prior (elasticity 1: the prior's
+    log-variance is the estimate's).  :func:`_evaluate` weights it by ``n0 / (n + n0)``."""
+    return np.array([[sum(PARAMETERS[split_key(key)[0]].prior_log_sigma ** 2 for key in pinned(profile, k, a))
+                      for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
 
 
 # ---------------------------------------------------------------- fitting the model
@@ -292,12 +366,41 @@ def _tree(r, p, arch, bucket, pooled, n0) -> dict:
     return entry
 
 
-def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, folds: int = 5) -> np.ndarray:
+def _extrapolation(tau_architecture, tau_gpu, n0, arch_seen, gpu_rows):
+    """Extrapolation variance of estimates: an architecture with no rows adds ``tau_architecture``;
+    a GPU model with ``gpu_rows`` rows adds ``tau_gpu * n0 / (gpu_rows + n0)`` (all of it for a GPU
+    never measured, shrinking as its rows grow, the weight of the partial pooling of
+    :func:`_node`).  The two are not added: the leave-one-GPU-out rows that measure ``tau_gpu`` are
+    mostly of GPUs alone in their architecture, so it already holds the novelty of an
+    architecture; an estimate gets the larger."""
+    gpu_term = tau_gpu * n0 / (np.asarray(gpu_rows, dtype=float) + n0)
+    return np.maximum(np.where(arch_seen, 0.0, tau_architecture), gpu_term)
+
+
+def _gpu_rows(counts: dict, gpus) -> np.ndarray:
+    return np.array([counts.get(g, 0) if g is not None else np.inf for g in gpus], dtype=float)
+
+
+def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, tau_gpu: float = 0.0,
+                    groups=None, folds: int = CROSS_FIT_FOLDS) -> np.ndarray:
     """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
     ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
-    the nodes did not see, not the smaller in-sample spread around nodes fitted to it."""
-    order = np.random.default_rng(0).permutation(r.size) % folds
+    the nodes did not see, not the smaller in-sample spread around nodes fitted to it.  ``groups``
+    (the source of each row; None: each row alone) keep rows together, so with sources the
+    quantiles are those of a row from a *source* the nodes did not see, which is what every
+    user's run is.  A row whose architecture or GPU the other parts lack gets the extrapolation
+    term an estimate would."""
+    import pandas as pd
+
+    if groups is None:
+        codes = np.arange(r.size)
+    else:
+        labels = pd.Series(groups, dtype=object)
+        labels = labels.where(labels.notna(), pd.Series([f"row {i}" for i in range(r.size)], dtype=object))
+        codes = pd.factorize(labels)[0]
+    order = (np.random.default_rng(0).permutation(codes.max() + 1 if r.size else 0) % folds)[codes]
     codes = np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp)
+    gpu = np.full(r.size, None, dtype=object) if gpu is None else gpu
     z = np.full(r.size, np.nan)
     for fold in range(min(folds, r.size)):
         held = order == fold
@@ -305,12 +408,39 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, folds: int
             continue
         entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0)
         bias, variance = _lookup(entry, arch[held], codes[held])
-        unseen = np.array([a not in entry["architectures"] for a in arch[held]], dtype=bool)
-        z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + np.where(unseen, tau_architecture, 0.0))
+        seen = np.array([a in entry["architectures"] for a in arch[held]], dtype=bool)
+        counts = _counts(gpu[~held])
+        extra = _extrapolation(tau_architecture, tau_gpu, n0, seen, _gpu_rows(counts, gpu[held]))
+        z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + extra)
     return z[np.isfinite(z)]
 
 
-def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) -> dict:
+def _counts(values) -> dict:
+    """{value: rows} of the non-missing values."""
+    import pandas as pd
+
+    return {str(k): int(n) for k, n in pd.Series(values, dtype=object).dropna().value_counts().items()}
+
+
+def _excess(frame, kind, entry, profile, pooled_parameters: bool) -> float | None:
+    """Variance of the log ratios of the held-out rows of ``kind`` in ``frame`` (a leave-group-out
+    frame) beyond what the k-fold model gives them: robust spread plus squared shift of their
+    median from the kind's bias, less the kind's residual variance and, when
+    ``pooled_parameters``, the pooled (new-architecture) parameter variance; None with fewer than
+    3 rows.  The leave-one-GPU-out excess subtracts no parameter variance: its rows are fp32 GEMMs
+    that run on CUDA cores, not on the tensor-core efficiency that ``p`` charges a GEMM, so their
+    ``p`` would explain away an error it has no part in; the refits' own parameter error is part
+    of what the excess measures."""
+    held = frame[(frame["kind"] == kind) & frame["predicted"].notna() & (frame["measured"] > 0)]
+    if len(held) < 3:
+        return None
+    r = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float), held["predicted"].to_numpy(float)))
+    centre, spread = _robust(r)
+    p = float(parameter_variance(profile, kind, None)) if pooled_parameters else 0.0
+    return float(spread + (centre - entry["bias"]) ** 2 - entry["variance"] - p)
+
+
+def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None, n0: float = N0) -> dict:
     """The interval model (a JSON-able dict) from cross-validated residuals.
 
     ``cv_frame``: held-out rows with kind, metric, measured, predicted (from
@@ -319,16 +449,23 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
     ``cv_frame``); ``unseen``: optionally a leave-one-architecture-out frame of the same rows
     (:func:`perfmodel.calibration.coverage.leave_group_out`), whose spread beyond the k-fold one
     and beyond a new architecture's parameter variance bounds ``tau^2`` of the architecture from
-    below."""
+    below; ``unseen_gpu``: optionally a leave-one-GPU-out frame (of GEMM rows:
+    :func:`perfmodel.calibration.coverage.leave_gpu_out`), whose spread beyond the k-fold one is
+    ``tau^2`` of a GPU model without rows (``tau["gpu"]``) for its kinds and for every kind whose
+    :data:`DEPENDS` shares a parameter with them (a new GPU's GEMM efficiency error reaches a
+    training step with elasticity at most 1).  Each kind also keeps ``gpus``: its rows per GPU."""
     scored = cv_frame[cv_frame["predicted"].notna() & (cv_frame["measured"] > 0)]
     info = context.loc[scored.index]
     r_all = np.log(rate_ratio(scored["metric"], scored["measured"].to_numpy(float),
                               scored["predicted"].to_numpy(float)))
     arch_all = info["architecture"].to_numpy(dtype=object)
+    gpu_all = info["gpu"].to_numpy(dtype=object) if "gpu" in info else np.full(len(info), None, dtype=object)
+    source_all = info["source"].to_numpy(dtype=object) if "source" in info else None
     kinds = scored["kind"].to_numpy(dtype=object)
     p_all = parameter_variance(profile, kinds, arch_all)
     bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
-    model: dict = {"version": 1, "n0": n0, "grid": list(GRID), "kinds": {}}
+    model: dict = {"version": 2, "n0": n0, "grid": list(GRID), "kinds": {}}
+    gpu_measured = set()
     pooled = _node(r_all, p_all)  # every kind together: the prior of a kind with few rows
     for kind in sorted(set(kinds)):
         mask = kinds == kind
@@ -336,30 +473,68 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, n0: float = N0) 
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
         entry = _tree(r, p, arch, bucket, pooled, n0)
+        entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
         if unseen is not None:
-            held = unseen[(unseen["kind"] == kind) & unseen["predicted"].notna() & (unseen["measured"] > 0)]
-            if len(held) >= 3:
-                r_unseen = np.log(rate_ratio(held["metric"], held["measured"].to_numpy(float),
-                                             held["predicted"].to_numpy(float)))
-                centre, spread = _robust(r_unseen)
-                new_p = float(parameter_variance(profile, kind, None))
-                excess = spread + (centre - entry["bias"]) ** 2 - entry["variance"] - new_p
-                entry["tau"]["architecture"] = max(entry["tau"]["architecture"], float(excess))
+            excess = _excess(unseen, kind, entry, profile, pooled_parameters=True)
+            if excess is not None:
+                entry["tau"]["architecture"] = max(entry["tau"]["architecture"], excess)
+        entry["tau"]["gpu"] = 0.0
+        if unseen_gpu is not None:
+            excess = _excess(unseen_gpu, kind, entry, profile, pooled_parameters=False)
+            if excess is not None:
+                entry["tau"]["gpu"] = max(excess, 0.0)
+                gpu_measured.add(kind)
         for name in ASSUMABLE:
             entry["tau"][name] = _between_variance(r, list(info[name].to_numpy(dtype=object)[mask]))
         for feature in FEATURES:
             trend = _trend(r, info[feature].to_numpy(dtype=float)[mask])
             if trend is not None:
                 entry["scale"][feature] = trend
+        model["kinds"][kind] = entry
+    _share_gpu_term(model, gpu_measured)
+    for kind, entry in model["kinds"].items():
         # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
-        z = _cross_fitted_z(r, p, arch, bucket, pooled, n0, entry["tau"]["architecture"])
+        mask = kinds == kind
+        # cross-fit by source where the kind has enough sources to hold some out (else by row)
+        by_source = (source_all is not None and kind in SOURCE_GROUPED_KINDS
+                     and len(_counts(source_all[mask])) >= CROSS_FIT_FOLDS)
+        groups = source_all[mask] if by_source else None
+        z = _cross_fitted_z(r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], pooled, n0,
+                            entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups)
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
         empirical = np.quantile(z, GRID) if z.size else t
+        if by_source and z.size:
+            # m sources are m independent draws of a source's shift: widen their quantiles as a
+            # prediction interval from m draws is widened (Student-t(m - 1) over normal
+            # quantiles, times sqrt(1 + 1/m); Geisser 1993, Predictive Inference, ch. 2)
+            m = len(_counts(groups))
+            empirical = empirical * _small_sample_factor(m)
         entry["z"] = [float(v) for v in weight * empirical + (1 - weight) * t]
-        model["kinds"][kind] = entry
     return model
+
+
+def _small_sample_factor(m: int) -> np.ndarray:
+    """Per grid probability: Student-t(m - 1) quantile / normal quantile x sqrt(1 + 1/m) (1 at the
+    median, where both quantiles are 0)."""
+    from scipy.stats import norm, t
+
+    grid = np.array(GRID)
+    normal = norm.ppf(grid)
+    ratio = np.divide(t.ppf(grid, df=m - 1), normal, out=np.ones_like(grid), where=np.abs(normal) > 1e-12)
+    return ratio * math.sqrt(1.0 + 1.0 / m)
+
+
+def _share_gpu_term(model: dict, measured_kinds) -> None:
+    """A kind without a leave-one-GPU-out measurement of its own takes the largest ``tau["gpu"]``
+    of the measured kinds whose :data:`DEPENDS` share a parameter with it."""
+    measured = {k: model["kinds"][k]["tau"]["gpu"] for k in measured_kinds}
+    for kind, entry in model["kinds"].items():
+        if kind in measured:
+            continue
+        shared = [tau for other, tau in measured.items() if set(DEPENDS.get(other, ())) & set(DEPENDS.get(kind, ()))]
+        entry["tau"]["gpu"] = max(shared, default=0.0)
 
 
 def _node_table(entry: dict, archs) -> tuple[np.ndarray, np.ndarray]:
@@ -391,10 +566,10 @@ def _check_level(level) -> float:
     return level
 
 
-def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed):
+def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None):
     """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
-    per distinct kind and architecture and vectorized over estimates."""
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len)),
+    per distinct kind, architecture and GPU and vectorized over estimates."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu)),
                                 *(np.shape(flag) for flag in (assumed or {}).values()))
     unknown = set(assumed or {}) - set(ASSUMABLE)
     if unknown:
@@ -404,11 +579,14 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     if missing:
         raise ValueError(f"the interval model has no kind {missing[0]!r}; it has {', '.join(sorted(model['kinds']))}")
     arch_codes, archs = _factorize(architecture, shape)
+    gpu_codes, gpus = _factorize(gpu, shape)
     bucket_codes = np.broadcast_to(_bucket_codes(num_gpus), shape)
     logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
             for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
-    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "scale", "assumed")}
+    out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "bounds", "scale",
+                                               "assumed")}
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    pinned_variance = _bound_table(profile, kinds, archs)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
@@ -418,6 +596,15 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         out["residual"][mask] = variance[codes, bucket_codes[mask]]
         tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
         out["architecture"][mask] = tau[codes]
+        # a GPU model with few rows: the excess beyond the architecture term (the larger of the two counts)
+        gpu_term = _extrapolation(0.0, entry["tau"].get("gpu", 0.0), model.get("n0", N0), True,
+                                  _gpu_rows(entry.get("gpus", {}), gpus))
+        out["gpu"][mask] = np.maximum(gpu_term[None, :] - tau[:, None], 0.0)[codes, gpu_codes[mask]]
+        # a value at its bound: its prior, in the share the architecture's own rows leave open
+        # (their cross-validated residuals already carry what the pinned value does to them)
+        rows = np.array([entry["architectures"].get(a, {}).get("n", 0) for a in archs], dtype=float)
+        n0 = model.get("n0", N0)
+        out["bounds"][mask] = (pinned_variance[index] * n0 / (rows + n0))[codes]
         scale = np.zeros(int(mask.sum()))
         for feature, trend in entry["scale"].items():
             x = logs[feature][mask]
@@ -427,25 +614,31 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         for input_name, flag in (assumed or {}).items():
             out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
                                              entry["tau"].get(input_name, 0.0), 0.0)
-    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["architecture"] + out["scale"] + out["assumed"])
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["bounds"] + out["architecture"] + out["gpu"]
+                           + out["scale"] + out["assumed"])
     return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
-              seq_len=np.nan, assumed=None) -> dict[str, np.ndarray]:
+              seq_len=np.nan, assumed=None, gpu=None) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
-    ``residual`` (v), ``parameters`` (p), ``architecture``, ``scale`` and ``assumed``
-    (extrapolation variances) and ``total`` (sqrt of their sum: sigma)."""
-    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)[0]
+    ``residual`` (v), ``parameters`` (p), ``bounds`` (the prior of a value at its bound, weighted
+    by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
+    few or no rows, beyond the architecture term),
+    ``scale`` and ``assumed`` (extrapolation variances) and ``total`` (sqrt of their sum: sigma).
+    ``gpu``: the GPU name of each estimate (None: not known, no GPU term)."""
+    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
-                 model_params=np.nan, seq_len=np.nan, assumed=None) -> tuple[np.ndarray, np.ndarray]:
+                 model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
-    ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default."""
+    ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default;
+    ``gpu``: GPU names (None: not known, no GPU-model term)."""
     level = _check_level(level)
-    parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed)
+    parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len,
+                                         assumed, gpu)
     grid = np.asarray(model["grid"])
     z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
     low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
@@ -454,7 +647,7 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
 
 
 def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
-                assumed=None, level: float = LEVEL, kind: str = "train"):
+                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None):
     """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
     estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
     one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN)."""
@@ -462,7 +655,7 @@ def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.
     model = profile.provenance.get("interval_model")
     if model is not None and kind in model["kinds"]:
         ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
-                                             seq_len, assumed)
+                                             seq_len, assumed, gpu)
     else:
         if level != LEVEL:
             raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
@@ -503,7 +696,8 @@ def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95
                 info["architecture"].to_numpy(dtype=object)[known], level,
                 info["num_gpus"].to_numpy(dtype=float)[known], info["model_params"].to_numpy(dtype=float)[known],
                 info["seq_len"].to_numpy(dtype=float)[known],
-                {k: np.asarray(v)[known] for k, v in (assumed or {}).items()})
+                {k: np.asarray(v)[known] for k, v in (assumed or {}).items()},
+                info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None)
             low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
                                              frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
         out[f"low_{tag}"], out[f"high_{tag}"] = low, high
@@ -528,7 +722,8 @@ def interval_bounds(result, profile, catalog=None, measurements=None):
         else:
             import pandas as pd
 
-            context = pd.DataFrame({"architecture": architectures(result["gpu"], catalog), "num_gpus": np.nan,
+            context = pd.DataFrame({"gpu": canonical_gpus(result["gpu"], catalog),
+                                    "architecture": architectures(result["gpu"], catalog), "num_gpus": np.nan,
                                     "model_params": np.nan, "seq_len": np.nan}, index=result.index)
         scored = interval_columns(result, context, profile, model, levels=(LEVEL,))
         return scored["low"].to_numpy(), scored["high"].to_numpy()
@@ -560,7 +755,8 @@ def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
 # ---------------------------------------------------------------- explaining it
 
 def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
-               seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL) -> dict:
+               seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL,
+               gpu: str | None = None) -> dict:
     """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
@@ -572,15 +768,22 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
     parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
-                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu)
     low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
-                             nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags)
+                             nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
+                             gpu)
     entry = model["kinds"][kind]
     node = entry["architectures"].get(architecture)
     extrapolates = []
     if node is None:
         extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters pooled "
                             f"from {', '.join(sorted(entry['architectures'])) or 'none'}")
+    gpu_rows = entry.get("gpus", {}).get(gpu, 0) if gpu is not None else None
+    if gpu is not None and entry["tau"].get("gpu", 0.0) > 0 and gpu_rows < model.get("n0", N0):
+        extrapolates.append(f"{gpu_rows or 'no'} {kind} rows on {gpu}: a GPU model the fit barely or never saw")
+    for key in pinned(profile, kind, architecture):
+        extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
+                            f"its prior width counts, in the share the measured rows leave open")
     values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
     for feature, trend in entry["scale"].items():
         value = values[feature]

@@ -1,9 +1,10 @@
-"""`perfmodel calibrate FILE.csv ... -o profile.yaml [--cv 5] [--params a,b]`."""
+"""`perfmodel calibrate FILE.csv ... -o profile.yaml [--cv 5 [--cv-by source]] [--params a,b]`."""
 
 from __future__ import annotations
 
 import os
 
+from perfmodel.calibration.fit import CV_GROUPINGS
 from perfmodel.cli.common import catalog_from, int_arg, print_json, print_table
 
 
@@ -14,8 +15,14 @@ def register(subparsers) -> None:
                         help="measurement files (default: the shipped measurements)")
     parser.add_argument("-o", "--output", metavar="PROFILE.yaml", help="write the fitted profile here")
     parser.add_argument("--cv", type=int_arg(0), default=0, metavar="K",
-                        help="also report K-fold cross-validated error and store 80%% prediction "
-                             "intervals (K >= 2, at most the number of measured configurations)")
+                        help="also report K-fold cross-validated error and store prediction intervals "
+                             "(K >= 2, at most the number of groups of --cv-by; adds a leave-one-GPU-out "
+                             "study of the GEMM rows for the term of a GPU model without rows)")
+    parser.add_argument("--cv-by", choices=CV_GROUPINGS, default="source",
+                        help="rows held out together: 'source' (default: train and collective rows by their "
+                             "source, the error on a source never fitted; other kinds by experiment), "
+                             "'experiment' (one measured configuration) or 'gpu' (K = number of GPUs: "
+                             "leave-one-GPU-out)")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the CV folds")
     parser.add_argument("--jobs", type=int_arg(1, 1024), default=os.cpu_count() or 1, metavar="N",
@@ -25,7 +32,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from perfmodel.calibration.fit import _configuration_groups, calibrate, cross_validate
+    from perfmodel.calibration.coverage import leave_gpu_out
+    from perfmodel.calibration.fit import calibrate, cross_validate, cv_groups
     from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
@@ -39,10 +47,10 @@ def run(args) -> int:
     if measurements.empty:
         raise ValueError(f"{', '.join(args.files)}: no measurement rows (only a header); nothing to fit")
     if args.cv:
-        groups = int(_configuration_groups(measurements).max()) + 1
+        groups = len(set(cv_groups(measurements, args.cv_by)))
         if not 2 <= args.cv <= groups:
-            raise ValueError(f"--cv {args.cv}: must be from 2 to {groups}, the number of measured "
-                             f"configurations (rows of one configuration stay in one fold)")
+            raise ValueError(f"--cv {args.cv}: must be from 2 to {groups}, the number of groups by "
+                             f"{args.cv_by} (rows of one group stay in one fold)")
     params = [p.strip() for p in args.params.split(",")] if args.params else None
     with working("calibrating", enabled=not args.json):
         profile = calibrate(measurements, params=params, catalog=catalog)
@@ -52,12 +60,16 @@ def run(args) -> int:
     if args.cv:
         with working(f"{args.cv}-fold cross-validation", enabled=not args.json):
             held_out = cross_validate(measurements, k=args.cv, seed=args.seed, params=params, catalog=catalog,
-                                      jobs=args.jobs)
+                                      jobs=args.jobs, by=args.cv_by)
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
-        model = fit_interval_model(held_out, profile, row_context(measurements, catalog))
+        with working("leave-one-GPU-out on the GEMM rows", enabled=not args.json):
+            unseen_gpu = leave_gpu_out(measurements, params=params, catalog=catalog)
+        model = fit_interval_model(held_out, profile, row_context(measurements, catalog),
+                                   unseen_gpu=unseen_gpu if len(unseen_gpu) else None)
         profile = profile.model_copy(update={"interval": interval_table(model, profile)})
         profile.provenance["interval_model"] = model
-        profile.provenance["cross_validation"] = {"folds": args.cv, "seed": args.seed,
+        profile.provenance["cross_validation"] = {"folds": args.cv, "by": args.cv_by, "seed": args.seed,
+                                                  "leave_one_gpu_out": sorted(set(unseen_gpu.get("fold", []))),
                                                   "mape": cv_summary["by_kind"]}
     if args.output:
         profile.save(args.output)
@@ -72,7 +84,7 @@ def run(args) -> int:
         print(f"stage {stage}: {info['rows']} rows, {info['parameters']} values, "
               f"MAPE {info['mape_before']:.1%} -> {info['mape_after']:.1%}")
     if cv_summary:
-        print(f"\n{args.cv}-fold cross-validated error (held-out rows):")
+        print(f"\n{args.cv}-fold cross-validated error (held-out rows, folds by {args.cv_by}):")
         print_table([{"group": k, **v} for k, v in cv_summary["by_kind_gpu"].items()],
                     ["group", "n", "predicted", "mape", "median_ape"])
     if args.output:
