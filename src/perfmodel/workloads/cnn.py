@@ -226,8 +226,14 @@ def bottleneck(net: LayerTableBuilder, name: str, width: int, stride: int, downs
     net.conv(f"{name}.conv2", width, 3, stride, 1).bn(f"{name}.bn2").relu(f"{name}.relu2")
     net.conv(f"{name}.conv3", 4 * width, 1).bn(f"{name}.bn3")
     if downsample:
-        main = net.state()
-        net.restore(block_input)
-        net.conv(f"{name}.downsample", 4 * width, 1, stride).bn(f"{name}.downsample_bn")
-        net.restore(main)
+        projection_shortcut(net, name, block_input, 4 * width, stride)
     net.add(f"{name}.add").relu(f"{name}.relu3")
+
+
+def projection_shortcut(net: LayerTableBuilder, name: str, block_input, channels: int, stride: int) -> None:
+    """A residual block's 1x1 projection shortcut (with its batch norm) from ``block_input`` (a
+    :meth:`LayerTableBuilder.state`), leaving the builder on the block's main path."""
+    main = net.state()
+    net.restore(block_input)
+    net.conv(f"{name}.downsample", channels, 1, stride).bn(f"{name}.downsample_bn")
+    net.restore(main)

@@ -62,7 +62,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from perfmodel.workloads.cnn import LayerTableBuilder, cnn
+from perfmodel.workloads.cnn import LayerTableBuilder, cnn, projection_shortcut
 from perfmodel.workloads.cnn import bottleneck as _bottleneck
 from perfmodel.workloads.hf import load_hf_config
 from perfmodel.workloads.vision import efficientnet, maskrcnn, nnunet, retinanet
@@ -110,10 +110,7 @@ def _basic(net: LayerTableBuilder, name: str, width: int, stride: int, downsampl
     net.conv(f"{name}.conv1", width, 3, stride, 1).bn(f"{name}.bn1").relu(f"{name}.relu1")
     net.conv(f"{name}.conv2", width, 3, 1, 1).bn(f"{name}.bn2")
     if downsample:
-        main = net.state()
-        net.restore(block_input)
-        net.conv(f"{name}.downsample", width, 1, stride).bn(f"{name}.downsample_bn")
-        net.restore(main)
+        projection_shortcut(net, name, block_input, width, stride)
     net.add(f"{name}.add").relu(f"{name}.relu2")
 
 
@@ -153,10 +150,7 @@ def _resnext_block(net: LayerTableBuilder, name: str, stage: int, stride: int, d
         net.restore(gated)
         net.add(f"{name}.se_scale")
     if downsample:
-        main = net.state()
-        net.restore(block_input)
-        net.conv(f"{name}.downsample", out, 1, stride).bn(f"{name}.downsample_bn")
-        net.restore(main)
+        projection_shortcut(net, name, block_input, out, stride)
     net.add(f"{name}.add").relu(f"{name}.relu3")
 
 
