@@ -37,7 +37,7 @@ from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_recor
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
-__all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan", "tie_band", "pick"]
+__all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan", "tie_band", "pick", "plan_choice_text"]
 
 # plan fields a choice fixes when the scenario leaves them out (the rest are chosen)
 FIXED_WHEN_OPEN = {"cp": 1, "vp": 1}
@@ -88,6 +88,17 @@ def pick(plans: dict[str, np.ndarray], step_time_s: np.ndarray, band: float, seq
     order = conventional_order({**{name: np.asarray(values)[tied] for name, values in plans.items()},
                                 "step_time_s": step_time_s[tied]}, seq_len, gpus_per_node)
     return int(tied[order[0]]), len(tied)
+
+
+def plan_choice_text(choice: Choice) -> str:
+    """One line on how the open fields were chosen: the fastest alone, or the conventional plan
+    among the ties (how many, and how much slower than the fastest by the model)."""
+    if choice.ties <= 1 or choice.fastest_step_time_s is None:
+        return "the fastest plan that fits with the memory headroom"
+    slower = choice.result["step_time_s"] / choice.fastest_step_time_s - 1
+    return (f"{choice.ties} plans are within the model's tie band of the fastest (it cannot order them); "
+            f"the most conventional of them is chosen ({slower:.1%} slower than the fastest by the model; "
+            f"rule: perfmodel.plans.conventional_order)")
 
 
 def candidate_plan(plan: Plan) -> Plan:
