@@ -205,7 +205,9 @@ def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_p
     2. fewer parallel dimensions above 1 among tensor, pipeline and context parallelism;
     3. tensor parallelism within a node (NVLink), not across nodes;
     4. no context parallelism at sequences up to :data:`SHORT_SEQUENCE` tokens;
-    5. the lowest ZeRO stage (ZeRO-3 / FSDP only when it is needed or clearly faster);
+    5. the lowest ZeRO stage (ZeRO-3 / FSDP only when it is needed or clearly faster); ZeRO-1
+       ranks with none: it shards only the optimizer state at data parallelism's communication
+       volume (Rajbhandari et al. 2020, Sec. 7) and is Megatron-LM's distributed optimizer;
     6. the least recomputation (:data:`RECOMPUTE_RANK`);
     7. the largest micro-batch;
     8. the fewest virtual pipeline stages (no interleaving unless it pays);
@@ -223,7 +225,7 @@ def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_p
         (tp > 1).astype(int) + (pp > 1) + (cp > 1),
         tp > gpus_per_node,
         (cp > 1) & short,
-        np.asarray(plans["zero"]),
+        np.maximum(np.asarray(plans["zero"]) - 1, 0),
         np.array([RECOMPUTE_RANK[name] for name in recompute]),
         -np.asarray(plans["micro_batch"]),
         np.asarray(plans["vp"]),
