@@ -15,7 +15,8 @@ The rule, in full (:func:`pick`):
 1. Candidates must fit in GPU memory leaving ``plan.memory_headroom`` of it free
    (:func:`perfmodel.plans.within_headroom`, default
    :data:`perfmodel.plans.DEFAULT_MEMORY_HEADROOM`).  When none does but some fit at all (a plan
-   the user fixed completely, or a tight one), the fastest of those is chosen with a warning.
+   the user fixed completely, or a tight one), step 2 runs on those and the choice carries a
+   warning: the plan is estimated, not refused.
 2. Plans whose step time is within :func:`tie_band` of the fastest (log ratio) are ties: the model
    cannot order them.  Among the ties the first of :func:`perfmodel.plans.conventional_order`
    (no offload, fewer parallel dimensions, TP within a node, no CP at short sequences, the lowest
