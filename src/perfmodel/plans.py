@@ -218,8 +218,10 @@ def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_p
     """
     tp, pp, cp = (np.asarray(plans[k]) for k in ("tp", "pp", "cp"))
     recompute = np.asarray(plans["recompute"])
-    if recompute.dtype.kind in "iu":
-        recompute = np.asarray(RECOMPUTE)[recompute]
+    if recompute.dtype.kind not in "iu":  # names -> codes
+        names, inverse = np.unique(recompute, return_inverse=True)
+        recompute = np.array([RECOMPUTE_CODES[name] for name in names], dtype=np.int64)[inverse]
+    recompute_rank = np.array([RECOMPUTE_RANK[name] for name in RECOMPUTE])[recompute]
     offload = np.asarray(plans["offload"])
     offloads = offload != ("none" if offload.dtype.kind in "UO" else OFFLOAD_CODES["none"])
     short = seq_len is not None and seq_len <= SHORT_SEQUENCE
@@ -229,7 +231,7 @@ def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_p
         tp > gpus_per_node,
         (cp > 1) & short,
         np.maximum(np.asarray(plans["zero"]) - 1, 0),
-        np.array([RECOMPUTE_RANK[name] for name in recompute]),
+        recompute_rank,
         -np.asarray(plans["micro_batch"]),
         np.asarray(plans["vp"]),
         np.asarray(plans.get("step_time_s", np.zeros(len(tp)))),
