@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from perfmodel.cli import main
+from perfmodel.plans import PLAN_TIE_FRACTION
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
 EXAMPLE = {path.stem: str(path) for path in EXAMPLES}
@@ -131,7 +132,9 @@ def test_scaling_json(capsys, tmp_path):
     assert data["mode"] == "strong" and [row["num_gpus"] for row in data["rows"]] == [8, 16, 32]
     for row in data["rows"]:
         assert {"speedup", "efficiency", "step_time_s", "samples_per_s", "plan"} <= set(row)
-        assert row["efficiency"] <= 1 + 1e-9
+        # each count runs the conventional plan within the tie band of its fastest (perfmodel.choice),
+        # so efficiency may exceed 1 by at most that band
+        assert row["efficiency"] <= 1 + PLAN_TIE_FRACTION + 1e-9
 
 
 def test_scaling_bad_gpus_exits_2(capsys):

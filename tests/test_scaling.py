@@ -4,7 +4,8 @@ scaling grows the global batch with the GPU count."""
 import numpy as np
 import pytest
 
-from perfmodel import scaling
+from perfmodel import estimate, scaling
+from perfmodel.plans import PLAN_TIE_FRACTION
 
 RESNET = {"workload": {"model": "resnet50"},
           "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3",
@@ -22,14 +23,22 @@ def test_strong_scaling_is_at_most_linear_and_monotone(strong):
     assert list(strong["num_gpus"]) == COUNTS and strong["reason"].isna().all()
     assert (strong["global_batch"] == 4096).all()
     assert strong["speedup"].iloc[0] == pytest.approx(1.0) and strong["efficiency"].iloc[0] == pytest.approx(1.0)
-    assert np.all(strong["efficiency"] <= 1 + 1e-9)
+    # each count runs the conventional plan within the tie band of its fastest (perfmodel.choice):
+    # efficiency may exceed 1 by at most that band
+    assert np.all(strong["efficiency"] <= 1 + PLAN_TIE_FRACTION + 1e-9)
     assert np.all(np.diff(strong["speedup"]) >= -1e-12)
     np.testing.assert_allclose(strong["speedup"], strong["samples_per_s"] / strong["samples_per_s"].iloc[0])
 
 
 def test_strong_scaling_loses_efficiency_across_nodes(strong):
     # 4096 images over 128 GPUs is 32 per GPU: the gradient all-reduce over 16 nodes no longer hides
-    assert strong["efficiency"].iloc[-1] < strong["efficiency"].iloc[3] < 1
+    # (measured on the step's exposed communication: the plans of the two counts differ in
+    # micro-batch, within the tie band, so their efficiencies alone do not isolate it)
+    shares = []
+    for count in (8, 128):
+        result = estimate({**RESNET, "hardware": {**RESNET["hardware"], "num_gpus": count}})
+        shares.append((result.breakdown_s["dp_comm"] + result.breakdown_s["zero_gather"]) / result.step_time_s)
+    assert shares[1] > 5 * shares[0] > 0
 
 
 def test_weak_scaling_grows_the_global_batch():

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from perfmodel import estimate
 from perfmodel.chain import BREAKDOWN
-from perfmodel.plan_search import best_estimate, search
+from perfmodel.plan_search import NOT_HEADROOM, best_estimate, search
 from perfmodel.plans import enumerate_plans
 from perfmodel.workloads import get_workload
 
@@ -63,7 +63,7 @@ def test_search_never_returns_an_infeasible_plan(model, gpu, num_gpus, global_ba
     frame = search(make_scenario(model, gpu, num_gpus, global_batch))
     check_rows(frame, get_workload(model), num_gpus, min(8, num_gpus))
     dropped = frame.attrs["infeasible"]
-    misfits = ("does not fit in GPU memory", "does not fit in host memory (offload)")
+    misfits = ("does not fit in GPU memory", "does not fit in host memory (offload)", NOT_HEADROOM)
     assert frame.attrs["evaluated"] - len(frame) == sum(dropped.get(reason, 0) for reason in misfits)
     assert frame.attrs["feasible"] == len(frame)
     # every invalid or duplicate candidate is counted under at least one reason, and no reason counts

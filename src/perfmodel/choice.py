@@ -1,4 +1,6 @@
-"""The one rule that picks a training plan: the fastest valid candidate that fits in memory.
+"""The one rule that picks a training plan: among the valid candidates that fit in memory and
+leave the memory headroom free, the most conventional of those the model cannot tell apart from
+the fastest.
 
 ``estimate``, ``scaling``, ``rank`` and the calibration's training predictor all call
 :func:`choose_plans` (``search`` lists every candidate of the same grid), so ``validate`` scores
@@ -7,6 +9,18 @@ the scenario's plan with context parallelism and interleaving off unless given: 
 the plan leaves open (tensor and pipeline degrees, micro-batch, recomputation, ZeRO stage) is
 chosen.  When no candidate is valid and fits, the documented defaults
 (:func:`perfmodel.plans.resolve_plan`) are the plan reported, with the reasons it fails.
+
+The rule, in full (:func:`pick`):
+
+1. Candidates must fit in GPU memory leaving ``plan.memory_headroom`` of it free
+   (:func:`perfmodel.plans.within_headroom`, default
+   :data:`perfmodel.plans.DEFAULT_MEMORY_HEADROOM`).  When none does but some fit at all (a plan
+   the user fixed completely, or a tight one), step 2 runs on those and the choice carries a
+   warning: the plan is estimated, not refused.
+2. Plans whose step time is within :func:`tie_band` of the fastest (log ratio) are ties: the model
+   cannot order them.  Among the ties the first of :func:`perfmodel.plans.conventional_order`
+   (no offload, fewer parallel dimensions, TP within a node, no CP at short sequences, the lowest
+   ZeRO stage, the least recomputation, the largest micro-batch, no interleaving) is chosen.
 """
 
 from __future__ import annotations
@@ -15,14 +29,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfmodel.calibration.intervals import time_bounds
 from perfmodel.chain import evaluate
 from perfmodel.job import resolve
-from perfmodel.plans import (PLAN_FIELDS, as_arrays, as_records, check_plans, enumerate_plans,
-                             reasons_from_mask, resolve_plan, select, settings)
+from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
+                             conventional_order, enumerate_plans, memory_headroom, reasons_from_mask,
+                             resolve_plan, select, settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
-__all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan"]
+__all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan", "tie_band", "pick", "plan_choice_text"]
 
 # plan fields a choice fixes when the scenario leaves them out (the rest are chosen)
 FIXED_WHEN_OPEN = {"cp": 1, "vp": 1}
@@ -34,7 +50,10 @@ class Choice:
     flash attention and optimizer), ``chosen`` (the fields the scenario left open and their
     values), ``valid`` (some candidate obeys the plan rules), ``fits`` and ``reasons`` (why not),
     ``arrays`` (the plan as length-1 arrays for :func:`perfmodel.chain.evaluate`) and ``result``
-    (the plan's evaluate values as floats; empty for an invalid plan)."""
+    (the plan's evaluate values as floats; empty for an invalid plan).  ``warnings``: what the user
+    should know about a plan that is estimated anyway (it breaks the memory headroom);
+    ``ties``: how many candidates were within the tie band of the fastest (1: the fastest won
+    alone), ``fastest_step_time_s`` the fastest one's step time."""
 
     plan: dict
     chosen: dict
@@ -43,6 +62,44 @@ class Choice:
     reasons: list[str] = field(default_factory=list)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     result: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    ties: int = 1
+    fastest_step_time_s: float | None = None
+
+
+def tie_band(profile, workload, cluster) -> float:
+    """The log step-time ratio below which two plans of one job are ties: the smaller of
+    log(1 + :data:`perfmodel.plans.PLAN_TIE_FRACTION`) and the half-width of the profile's 80 %
+    prediction interval in log space, (log high - log low) / 2 (the interval is a ratio, the same
+    for every plan of a job; without an interval model, the fraction alone)."""
+    band = float(np.log1p(PLAN_TIE_FRACTION))
+    low, high = time_bounds(profile, 1.0, cluster.gpu.architecture, cluster.num_gpus, workload.params,
+                            workload.tokens_per_sample or np.nan,
+                            assumed={"fabric": True} if cluster.assumed else None)
+    half = (np.log(float(high)) - np.log(float(low))) / 2
+    return min(band, half) if np.isfinite(half) and half > 0 else band
+
+
+def pick(plans: dict[str, np.ndarray], step_time_s: np.ndarray, band: float, seq_len, gpus_per_node: int) -> tuple[int, int]:
+    """(index of the chosen plan, how many tie with the fastest): among the plans whose
+    ``log(step_time_s / fastest) <= band``, the first of :func:`perfmodel.plans.conventional_order`.
+    ``plans``: 1-D plan arrays of the candidates that may be chosen."""
+    step_time_s = np.asarray(step_time_s, dtype=float)
+    tied = np.flatnonzero(np.log(step_time_s / step_time_s.min()) <= band + 1e-12)
+    order = conventional_order({**{name: np.asarray(values)[tied] for name, values in plans.items()},
+                                "step_time_s": step_time_s[tied]}, seq_len, gpus_per_node)
+    return int(tied[order[0]]), len(tied)
+
+
+def plan_choice_text(choice: Choice) -> str:
+    """One line on how the open fields were chosen: the fastest alone, or the conventional plan
+    among the ties (how many, and how much slower than the fastest by the model)."""
+    if choice.ties <= 1 or choice.fastest_step_time_s is None:
+        return "the fastest plan that fits with the memory headroom"
+    slower = choice.result["step_time_s"] / choice.fastest_step_time_s - 1
+    return (f"{choice.ties} plans are within the model's tie band of the fastest (it cannot order them); "
+            f"the most conventional of them is chosen ({slower:.1%} slower than the fastest by the model; "
+            f"rule: perfmodel.plans.conventional_order)")
 
 
 def candidate_plan(plan: Plan) -> Plan:
@@ -85,16 +142,26 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
     arrays = {name: np.concatenate([c[name] for c in candidates]) for name in PLAN_FIELDS}
     result = (evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data, framework=framework)
               if len(owner) else {})
+    band = tie_band(profile, workload, cluster)
     choices = []
     for i, plan in enumerate(plans):
         mine = np.flatnonzero(owner == i)
         fitting = mine[result["memory_fits"][mine].astype(bool)] if len(mine) else mine
-        if len(fitting):
-            best = int(fitting[np.argmin(result["step_time_s"][fitting])])
-            record = as_records({name: values[best:best + 1] for name, values in arrays.items()})[0]
-            choices.append(_chosen(plan, {**fixed, **record}, _values(result, best)))
-        else:
+        if not len(fitting):
             choices.append(_fallback(plan, workload, cluster))
+            continue
+        headroom = memory_headroom(plan)
+        roomy = fitting[within_headroom(result["memory_total"][fitting], result["memory_capacity"][fitting], headroom)]
+        pool = roomy if len(roomy) else fitting
+        where, ties = pick({name: values[pool] for name, values in arrays.items()}, result["step_time_s"][pool],
+                           band, workload.tokens_per_sample, cluster.gpus_per_node)
+        best = int(pool[where])
+        record = as_records({name: values[best:best + 1] for name, values in arrays.items()})[0]
+        choice = _chosen(plan, {**fixed, **record}, _values(result, best))
+        choice.ties, choice.fastest_step_time_s = ties, float(result["step_time_s"][pool].min())
+        if not len(roomy):
+            choice.warnings.append(_headroom_warning(choice.result, headroom))
+        choices.append(choice)
     _explain_misfits([c for c in choices if c.valid and not c.fits], workload, cluster, fixed, profile, data,
                      framework)
     return choices
@@ -110,6 +177,13 @@ def _explain_misfits(choices: list[Choice], workload, cluster, fixed: dict, prof
         choice.result = _values(result, position)
         choice.reasons = [f"does not fit in GPU memory ({choice.result['memory_total'] / 1e9:.1f} GB needed "
                           f"of {choice.result['memory_capacity'] / 1e9:.1f} GB)"]
+
+
+def _headroom_warning(result: dict[str, float], headroom: float) -> str:
+    total, capacity = result["memory_total"], result["memory_capacity"]
+    return (f"the plan uses {total / 1e9:.1f} GB of {capacity / 1e9:.1f} GB per GPU ({total / capacity:.0%}), "
+            f"leaving less than the {headroom:.0%} memory headroom (plan.memory_headroom) for allocator "
+            f"spikes and fragmentation; it may run out of memory")
 
 
 def _values(result: dict[str, np.ndarray], index: int) -> dict[str, float]:

@@ -16,10 +16,11 @@ from pydantic import BaseModel, Field
 
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
 from perfmodel.calibration.intervals import confidence, time_bounds
-from perfmodel.choice import choose_plans
+from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
+from perfmodel.plans import memory_headroom
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
@@ -36,6 +37,8 @@ class Estimate(BaseModel):
 
     feasible: bool
     reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list, description="what to know about a plan estimated anyway "
+                                "(e.g. it leaves less than the memory headroom)")
     workload: str
     hardware: dict[str, Any]
     plan: dict[str, Any]
@@ -96,6 +99,9 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                             "flash_attention": choice.plan["flash_attention"], "framework": framework}}
     if choice.chosen:
         base["assumptions"]["chosen_by_search"] = choice.chosen
+        base["assumptions"]["plan_choice"] = plan_choice_text(choice)
+    base["assumptions"]["memory_headroom"] = memory_headroom(scenario.plan)
+    base["warnings"] = choice.warnings
     # fields filled from a reference: GPU specs, the usual fabric, the pooled framework traits
     assumed = [*cluster.gpu.assumed, *cluster.assumed]
     if profile.framework_pooled(framework):

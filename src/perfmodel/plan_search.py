@@ -6,9 +6,13 @@ sequence parallelism, recomputation strategies, ZeRO stages, offload; every fiel
 plan fixes stays fixed) in chunks of ``chunk`` candidates: drops the plans that break a rule of
 :mod:`perfmodel.plans` or repeat another candidate (counted by reason), evaluates the rest with
 :func:`perfmodel.chain.evaluate` — the same formulas as :func:`perfmodel.estimator.estimate` —
-and keeps only the ``top`` fastest plans that fit.  Memory is bounded by the chunk and ``top``,
-whatever the size of the space.  Plans are ordered by step time, ties by candidate index, so any
-chunking and any number of worker processes (``jobs``) give the same rows.
+and keeps only the ``top`` fastest plans that fit with the memory headroom
+(:func:`perfmodel.plans.within_headroom`; plans that fit only without it are counted as dropped).
+Memory is bounded by the chunk and ``top``, whatever the size of the space.  Plans are ordered by
+step time, ties by candidate index, so any chunking and any number of worker processes (``jobs``)
+give the same rows.  The frame says how far apart the kept plans are relative to what the model can
+resolve (``vs_best``, ``tied``, :func:`perfmodel.choice.tie_band`) and which of the tied ones the
+rule of :func:`perfmodel.choice.pick` would run (``conventional``).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.chain import evaluate
+from perfmodel.choice import pick, tie_band
 from perfmodel.job import hardware_summary, resolve
-from perfmodel.plans import (DUPLICATE_REASONS, INVALID_REASONS, OFFLOAD_CODES, RECOMPUTE_CODES, check_plans,
-                             search_grid, settings)
+from perfmodel.plans import (DUPLICATE_REASONS, INVALID_REASONS, OFFLOAD_CODES, PLAN_FIELDS, RECOMPUTE_CODES,
+                             as_records, check_plans, conventional_order, memory_headroom, search_grid, settings,
+                             within_headroom)
 from perfmodel.profile import default_profile
 
 __all__ = ["search", "best_estimate", "default_jobs", "CHUNK"]
@@ -30,6 +36,7 @@ __all__ = ["search", "best_estimate", "default_jobs", "CHUNK"]
 CHUNK = 1 << 17  # candidates enumerated and checked at once (a few MB per plan field)
 NOT_FIT = "does not fit in GPU memory"
 NOT_FIT_HOST = "does not fit in host memory (offload)"
+NOT_HEADROOM = "fits only without the memory headroom (plan.memory_headroom, --memory-headroom)"
 # below this many candidates a search stays in one process (a pool costs ~0.1-0.3 s to start)
 POOL_MIN_CANDIDATES = 2_000_000
 
@@ -42,9 +49,11 @@ def default_jobs() -> int:
 @dataclass
 class _Partial:
     """What one stretch of the grid leaves behind: the kept plans (columns, with their candidate
-    ``index``), counts by reason, and how many plans were evaluated and fit."""
+    ``index``), the plans that may still be the conventional choice (``front``, :func:`_tie_front`),
+    counts by reason, and how many plans were evaluated and fit."""
 
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    front: dict[str, np.ndarray] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     evaluated: int = 0
     fit: int = 0
@@ -61,6 +70,37 @@ class _Partial:
             order = _order(columns)[:top]
             columns = {name: values[order] for name, values in columns.items()}
         self.columns = columns
+
+    def keep_front(self, columns: dict[str, np.ndarray], context: dict) -> None:
+        """Merge ``columns`` into the :func:`_tie_front`."""
+        columns = {name: columns[name] for name in FRONT_FIELDS}
+        if self.front:
+            columns = {name: np.concatenate([self.front[name], columns[name]]) for name in FRONT_FIELDS}
+        self.front = _tie_front(columns, context)
+
+
+# what the tie front keeps of a plan: enough to name it and to rank it
+FRONT_FIELDS = PLAN_FIELDS + ("step_time_s", "index")
+
+
+def _tie_front(columns: dict[str, np.ndarray], context: dict) -> dict[str, np.ndarray]:
+    """The plans that can still be the conventional choice whatever plans come later: those within
+    the tie band of the fastest so far that no faster plan beats on
+    :func:`perfmodel.plans.conventional_order` (a later, faster plan only narrows the band, so
+    the conventional choice among all ties is always in this front; it stays small)."""
+    step = columns["step_time_s"]
+    near = np.flatnonzero(np.log(step / step.min()) <= context["band"] + 1e-12)
+    near = near[np.argsort(columns["index"][near], kind="stable")]
+    columns = {name: values[near] for name, values in columns.items()}
+    n = len(near)
+    rank = np.empty(n, dtype=np.int64)
+    rank[conventional_order(columns, context["workload"].tokens_per_sample, context["cluster"].gpus_per_node)] = \
+        np.arange(n)
+    by_time = np.lexsort((rank, columns["step_time_s"]))
+    ranks = rank[by_time]
+    best_before = np.minimum.accumulate(np.concatenate([[n], ranks[:-1]]))
+    keep = np.sort(by_time[ranks < best_before])
+    return {name: values[keep] for name, values in columns.items()}
 
 
 def _order(columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -82,13 +122,16 @@ def _count_bits(mask: np.ndarray, reasons: tuple[str, ...]) -> dict[str, int]:
 
 def _evaluate(context: dict, partial: _Partial, plans: dict[str, np.ndarray], index: np.ndarray,
               top: int | None) -> None:
-    """Evaluate valid plans, count those that do not fit, keep the fastest that do."""
+    """Evaluate valid plans, count those that do not fit (or only without the headroom), keep the
+    fastest that fit with it."""
     result = evaluate(context["workload"], context["cluster"], plans, **context["fixed"],
                       profile=context["profile"], data=context["data"], framework=context["framework"])
-    fits = result["memory_fits"].astype(bool)
+    fits_at_all = result["memory_fits"].astype(bool)
     host_fits = result["memory_host_fits"].astype(bool)
+    fits = fits_at_all & within_headroom(result["memory_total"], result["memory_capacity"], context["headroom"])
     partial.add_counts({reason: n for reason, n in (
-        (NOT_FIT, int(np.count_nonzero(~fits & host_fits))), (NOT_FIT_HOST, int(np.count_nonzero(~host_fits)))) if n})
+        (NOT_FIT, int(np.count_nonzero(~fits_at_all & host_fits))), (NOT_FIT_HOST, int(np.count_nonzero(~host_fits))),
+        (NOT_HEADROOM, int(np.count_nonzero(fits_at_all & ~fits)))) if n})
     partial.evaluated += len(index)
     partial.fit += int(np.count_nonzero(fits))
     if fits.any():
@@ -96,6 +139,7 @@ def _evaluate(context: dict, partial: _Partial, plans: dict[str, np.ndarray], in
         columns = {name: values[where] for name, values in {**plans, **result}.items() if not isinstance(values, list)}
         columns["index"] = index[where]
         partial.keep(columns, top)
+        partial.keep_front(columns, context)
 
 
 def _search_range(context: dict, first: int, last: int, top: int | None, chunk: int) -> _Partial:
@@ -149,11 +193,16 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
 
     Columns: the plan fields (``recompute`` and ``offload`` by name), ``step_time_s`` and every
     breakdown component (``<name>_s``), ``samples_per_s``, ``tokens_per_s``, ``tflops_per_gpu``,
-    ``mfu``, ``hfu``, memory per GPU (``memory_*``) and ``fits``.  ``frame.attrs``:
-    ``infeasible`` counts the candidates dropped, by reason (rules of :mod:`perfmodel.plans`,
-    duplicates, "does not fit in GPU memory", "does not fit in host memory (offload)");
-    ``evaluated`` the plans evaluated, ``feasible`` those that fit, ``candidates`` the size of the
-    grid.
+    ``mfu``, ``hfu``, memory per GPU (``memory_*``), ``fits``, ``vs_best`` (step time / the
+    fastest's - 1) and ``tied`` (within the tie band of the fastest: the model cannot order them).
+    ``frame.attrs``: ``infeasible`` counts the candidates dropped, by reason (rules of
+    :mod:`perfmodel.plans`, duplicates, "does not fit in GPU memory", "does not fit in host memory
+    (offload)", :data:`NOT_HEADROOM`); ``evaluated`` the plans evaluated, ``feasible`` those that
+    fit with the headroom, ``candidates`` the size of the grid; ``memory_headroom`` the share of
+    memory left free; ``tie_band`` the step-time fraction below which plans tie
+    (exp(:func:`perfmodel.choice.tie_band`) - 1); ``conventional`` the row label of the plan the
+    rule of :func:`perfmodel.choice.pick` runs among every tied plan of the grid, shown or not
+    (the plan fields, ``precision``, ``step_time_s`` and ``vs_best``; None when no plan fits).
     """
     import pandas as pd
 
@@ -165,8 +214,11 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     fixed = settings(scenario.plan, cluster.gpu)
     cluster.gpu.peak(fixed["precision"])
     grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
-    context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed,
-               "profile": profile or default_profile(), "data": scenario.data, "framework": scenario.framework}
+    profile = profile or default_profile()
+    band = tie_band(profile, workload, cluster)
+    context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed, "profile": profile,
+               "data": scenario.data, "headroom": memory_headroom(scenario.plan), "band": band,
+               "framework": scenario.framework}
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs = {jobs!r}; allowed: a positive integer or None (every core)")
@@ -182,6 +234,7 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
                 total.fit += part.fit
                 if part.columns:
                     total.keep(part.columns, top)
+                    total.keep_front(part.front, context)
     columns = total.columns
     if columns:
         order = _order(columns)
@@ -190,9 +243,20 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
         columns["recompute"] = np.array(list(RECOMPUTE_CODES))[columns["recompute"]]
         columns["offload"] = np.array(list(OFFLOAD_CODES))[columns["offload"]]
     columns["precision"] = np.full(len(columns.get("tp", ())), fixed["precision"])
+    conventional = None
+    if "step_time_s" in columns:
+        step = columns["step_time_s"]
+        columns["vs_best"] = step / step[0] - 1
+        columns["tied"] = np.log(step / step[0]) <= band + 1e-12
+        front = total.front
+        where, _ = pick(front, front["step_time_s"], band, workload.tokens_per_sample, cluster.gpus_per_node)
+        conventional = {**as_records({name: front[name][where:where + 1] for name in PLAN_FIELDS})[0],
+                        "precision": fixed["precision"], "step_time_s": float(front["step_time_s"][where]),
+                        "vs_best": float(front["step_time_s"][where] / step[0] - 1)}
     frame = pd.DataFrame(columns)
     frame.attrs.update(infeasible=total.counts, evaluated=total.evaluated, feasible=total.fit,
-                       candidates=grid.size, hardware=hardware_summary(cluster), workload=workload.name)
+                       candidates=grid.size, hardware=hardware_summary(cluster), workload=workload.name,
+                       memory_headroom=context["headroom"], tie_band=float(np.expm1(band)), conventional=conventional)
     return frame
 
 

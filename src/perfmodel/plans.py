@@ -12,7 +12,9 @@ for one plan) and its candidates (:func:`enumerate_plans`: the search grid and w
 :func:`perfmodel.choice.choose_plans` chooses from).  Invalid plans are not errors:
 :func:`check_plans` returns a bit mask per plan whose bits index :data:`INVALID_REASONS`, so that
 search can count them by reason.  :func:`recompute_options` and :func:`best_recompute` price the
-recomputation strategies of one plan without a cluster (the memory planner).
+recomputation strategies of one plan without a cluster (the memory planner).  What a practitioner
+would run among plans the model cannot tell apart is :func:`conventional_order` (with
+:data:`PLAN_TIE_FRACTION`), and the memory a plan must leave free is :func:`within_headroom`.
 """
 
 from __future__ import annotations
@@ -155,6 +157,88 @@ def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gp
 def reasons_from_mask(mask: int) -> list[str]:
     """The reasons a plan mask stands for, in :data:`INVALID_REASONS` order."""
     return [reason for bit, reason in enumerate(INVALID_REASONS) if int(mask) >> bit & 1]
+
+
+# --- plans a practitioner would run: memory headroom and the conventional preference -------------
+
+# Share of GPU memory an automatically chosen plan leaves unused for allocator spikes and
+# fragmentation beyond the modelled mean (the ``allocator_fragmentation`` parameter).  From the
+# shipped training rows (no row reports memory use, so the model's accounting of the plans the
+# published runs state): 95 % of 587 runs need at most 0.898 of their GPU's memory, 26 need more
+# than 90 % and the largest 0.991 (``scripts/plan_evidence.py``).  A plan chosen for the user keeps
+# the margin 95 % of published runs keep; a plan the user fixes may use more (with a warning).
+# Tools that size work to GPU memory default to the same 90 %: vLLM's ``gpu_memory_utilization``
+# 0.9 (docs.vllm.ai, Engine Arguments), YOLOv5's AutoBatch ``fraction=0.9`` (ultralytics/yolov5
+# utils/autobatch.py).  ``plan.memory_headroom`` overrides it.
+DEFAULT_MEMORY_HEADROOM = 0.10
+
+# Plans whose step times differ by less than this fraction are ties the model cannot resolve
+# (at most: the 80 % prediction interval's half-width when it is narrower,
+# :func:`perfmodel.choice.tie_band`).  A round value below the model's spread between plans of
+# one job: over 321 shipped training rows of 120 jobs (same source, model, GPU and GPU count,
+# different plans), the 80th percentile of |log(measured/predicted) - the job's mean| is 0.188
+# (``scripts/plan_evidence.py``; tests/test_plan_choice.py checks the fraction stays below it).
+PLAN_TIE_FRACTION = 0.10
+
+# sequences up to this many tokens need no context parallelism (Megatron-LM enables it for long
+# context, 32k and beyond; at 2k-8k one GPU holds a sequence's activations under TP)
+SHORT_SEQUENCE = 8192
+
+# recomputation from least to most recomputed work (ties share a rank)
+RECOMPUTE_RANK = {"none": 0, "selective": 1, "every_k": 2, "sqrt": 3, "full": 3}
+
+
+def memory_headroom(plan: Plan) -> float:
+    """The share of GPU memory a chosen plan leaves free: ``plan.memory_headroom`` or
+    :data:`DEFAULT_MEMORY_HEADROOM`."""
+    return DEFAULT_MEMORY_HEADROOM if plan.memory_headroom is None else float(plan.memory_headroom)
+
+
+def within_headroom(total_bytes, capacity_bytes, headroom: float):
+    """Whether a plan's memory ``total_bytes`` stays within ``(1 - headroom) x capacity_bytes``
+    (arrays broadcast)."""
+    return np.asarray(total_bytes) <= (1.0 - headroom) * np.asarray(capacity_bytes)
+
+
+def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_per_node: int) -> np.ndarray:
+    """Indices of 1-D plan arrays, most conventional first: the rule that breaks ties between plans
+    the model cannot tell apart (:func:`perfmodel.choice.choose_plans`, ``search``).
+
+    Keys, in order (each only decides among plans equal on the keys before it):
+
+    1. no offload to host memory (ZeRO-Offload is a last resort for memory);
+    2. fewer parallel dimensions above 1 among tensor, pipeline and context parallelism;
+    3. tensor parallelism within a node (NVLink), not across nodes;
+    4. no context parallelism at sequences up to :data:`SHORT_SEQUENCE` tokens;
+    5. the lowest ZeRO stage (ZeRO-3 / FSDP only when it is needed or clearly faster); ZeRO-1
+       ranks with none: it shards only the optimizer state at data parallelism's communication
+       volume (Rajbhandari et al. 2020, Sec. 7) and is Megatron-LM's distributed optimizer;
+    6. the least recomputation (:data:`RECOMPUTE_RANK`);
+    7. the largest micro-batch;
+    8. the fewest virtual pipeline stages (no interleaving unless it pays);
+    9. the shortest step time (``step_time_s`` when the arrays have it).
+    """
+    tp, pp, cp = (np.asarray(plans[k]) for k in ("tp", "pp", "cp"))
+    recompute = np.asarray(plans["recompute"])
+    if recompute.dtype.kind not in "iu":  # names -> codes
+        names, inverse = np.unique(recompute, return_inverse=True)
+        recompute = np.array([RECOMPUTE_CODES[name] for name in names], dtype=np.int64)[inverse]
+    recompute_rank = np.array([RECOMPUTE_RANK[name] for name in RECOMPUTE])[recompute]
+    offload = np.asarray(plans["offload"])
+    offloads = offload != ("none" if offload.dtype.kind in "UO" else OFFLOAD_CODES["none"])
+    short = seq_len is not None and seq_len <= SHORT_SEQUENCE
+    keys = [
+        offloads,
+        (tp > 1).astype(int) + (pp > 1) + (cp > 1),
+        tp > gpus_per_node,
+        (cp > 1) & short,
+        np.maximum(np.asarray(plans["zero"]) - 1, 0),
+        recompute_rank,
+        -np.asarray(plans["micro_batch"]),
+        np.asarray(plans["vp"]),
+        np.asarray(plans.get("step_time_s", np.zeros(len(tp)))),
+    ]
+    return np.lexsort([np.broadcast_to(key, tp.shape) for key in reversed(keys)])
 
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -361,7 +445,7 @@ def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
 
 # --- one plan without a cluster: the memory planner -----------------------------------------------
 
-SETTING_FIELDS = ("precision", "flash_attention", "optimizer", "cuda_graphs")
+SETTING_FIELDS = ("precision", "flash_attention", "optimizer", "cuda_graphs", "memory_headroom")
 
 
 def _plan_dict(plan) -> dict:

@@ -121,6 +121,9 @@ class Plan(_Section):
     optimizer: Literal[OPTIMIZERS] | None = None  # type: ignore[valid-type]
     offload: Literal[OFFLOAD_TARGETS] | None = Field(  # type: ignore[valid-type]
         None, description="state kept in host memory over PCIe (ZeRO-Offload): none, optimizer, weights, both")
+    memory_headroom: Annotated[float, BeforeValidator(_not_boolean_number)] | None = Field(
+        None, ge=0, lt=1, description="share of GPU memory a chosen plan leaves free (null: "
+                                      "perfmodel.plans.DEFAULT_MEMORY_HEADROOM, 0.10)")
 
 
 class DataSpec(_Section):

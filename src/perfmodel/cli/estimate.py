@@ -11,6 +11,7 @@ import textwrap
 
 from perfmodel import estimate
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
+from perfmodel.cli.search import add_headroom_flag, scenario_from
 from perfmodel.units import format_duration, format_money, format_quantity
 
 
@@ -21,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the Estimate as JSON (SI units)")
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
     parser.add_argument("-o", "--output", metavar="PNG", help="write the step-time breakdown figure (PNG)")
+    add_headroom_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -47,8 +49,9 @@ def _plain(key: str, value):
 
 def run(args) -> int:
     catalog, profile = catalog_from(args), profile_from(args)
-    result = estimate(args.scenario, catalog, profile)
-    advice = None if result.feasible else advise(args.scenario, catalog, profile)
+    scenario = scenario_from(args)
+    result = estimate(scenario, catalog, profile)
+    advice = None if result.feasible else advise(scenario, catalog, profile)
     if args.output:
         from perfmodel.plots import breakdown
 
@@ -87,7 +90,11 @@ def print_estimate(result, advice: dict | None = None) -> None:
         print(f"assumed: {line}")
     chosen = result.assumptions.get("chosen_by_search") or result.assumptions.get("chosen_by_estimator")
     if chosen and result.feasible:
-        print("      (not fixed by the scenario, chosen as the fastest that fits: " + ", ".join(chosen) + ")")
+        print("      (not fixed by the scenario, chosen: " + ", ".join(chosen) + ")")
+        if result.assumptions.get("plan_choice"):
+            print(textwrap.fill(f"      {result.assumptions['plan_choice']}", width=100, subsequent_indent=" " * 6))
+    for warning in result.warnings:
+        print(textwrap.fill(f"WARNING: {warning}", width=100, subsequent_indent=" " * 9))
     if not result.feasible:
         _print_infeasible(result, advice or {})
         return

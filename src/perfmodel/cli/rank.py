@@ -15,6 +15,7 @@ import textwrap
 
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, int_arg, print_json, profile_from
 from perfmodel.cli.progress import progress
+from perfmodel.cli.search import add_headroom_flag, scenario_from
 from perfmodel.ranking import OBJECTIVES, answers, available_pricings, closest, rank
 from perfmodel.units import format_duration, format_money
 
@@ -51,6 +52,7 @@ def register(subparsers) -> None:
     parser.add_argument("--calibration", metavar="PROFILE", help="calibration profile YAML (default: shipped)")
     parser.add_argument("--jobs", type=int_arg(1, 1024), default=None,
                         help="worker processes choosing the plans (default: every core; the table is the same)")
+    add_headroom_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -266,7 +268,7 @@ def run(args) -> int:
     pricing = _list(args.pricing)
     catalog = catalog_from(args)
     quiet = args.json or args.csv
-    frame = rank(args.scenario, catalog, profile_from(args), instances=_list(args.instances),
+    frame = rank(scenario_from(args), catalog, profile_from(args), instances=_list(args.instances),
                  nodes=_node_list(args.nodes), objective=args.objective,
                  pricing=pricing if pricing is None or len(pricing) > 1 else pricing[0],
                  deadline=args.deadline, budget=args.budget, max_nodes=max_nodes,
