@@ -138,11 +138,11 @@ def gpu_bucket(num_gpus):
 
 def _model_params(rows) -> np.ndarray:
     """Parameter count of each row's model: the ``params`` of the workload the train predictor
-    builds from the row (:mod:`perfmodel.calibration.predictors.train`, the same
+    builds from the row (:mod:`perfmodel.calibration.row_workload`, the same
     ``Workload.params`` that :func:`perfmodel.estimate` passes for an estimate, so rows and
     estimates are placed on one scale axis); NaN for rows without a model or whose model cannot
     be built."""
-    from perfmodel.calibration.predictors.train import _workload, _workload_spec
+    from perfmodel.calibration.row_workload import workload_of_spec, workload_spec
 
     out = np.full(len(rows), np.nan)
     if "model" not in rows:
@@ -152,12 +152,12 @@ def _model_params(rows) -> np.ndarray:
     for i in named:
         row = rows.iloc[i]
         try:
-            spec = _workload_spec(row).model_dump_json()
+            spec = workload_spec(row).model_dump_json()
         except ValueError:
             continue
         if spec not in known:
             try:
-                known[spec] = float(_workload(spec).params)
+                known[spec] = float(workload_of_spec(spec).params)
             except (ValueError, KeyError, TypeError):
                 known[spec] = np.nan
         out[i] = known[spec]

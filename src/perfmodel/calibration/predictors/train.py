@@ -12,20 +12,18 @@ one, or with one the profile has no fitted value for, gets the pooled value and 
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pandas as pd
 
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.measurements import SHAPE_COLUMNS
+from perfmodel.calibration.row_workload import present, workload_of_spec, workload_spec
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
 from perfmodel.job import run_totals
 from perfmodel.plans import settings
-from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario, WorkloadSpec
-from perfmodel.workloads import workload_from_spec
+from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
 # plan fields beyond the measurement format's that a row may carry as extra columns
@@ -33,32 +31,14 @@ CHOSEN_COLUMNS = ("recompute_every", "sequence_parallel", "offload", "flash_atte
 METRICS = MEASUREMENT_METRICS["train"]
 
 
-def _present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
-
-
 def _int_or_none(value):
-    return int(float(value)) if _present(value) else None
-
-
-def _workload_spec(row) -> WorkloadSpec:
-    fields = {"model": str(row["model"]).strip()}
-    for column in SHAPE_COLUMNS:
-        if column in row and _present(row[column]):
-            fields[column] = row[column] if column == "ffn_act" else int(float(row[column]))
-    return WorkloadSpec(**fields)
-
-
-@functools.lru_cache(maxsize=512)
-def _workload(spec_json: str):
-    """One Workload object per distinct spec, so its op tables are built once (see Workload.ops)."""
-    return workload_from_spec(WorkloadSpec.model_validate_json(spec_json))
+    return int(float(value)) if present(value) else None
 
 
 def _plan(row) -> Plan:
     fields = {}
     for column in PLAN_COLUMNS + CHOSEN_COLUMNS:
-        if column in row and _present(row[column]):
+        if column in row and present(row[column]):
             value = row[column]
             if column in ("precision", "recompute", "offload"):
                 fields[column] = str(value).strip()
@@ -74,15 +54,15 @@ def _hardware(row) -> dict:
     for column in ("gpus_per_node",):
         hardware[column] = _int_or_none(row.get(column))
     for column in ("intra", "inter"):
-        hardware[column] = str(row[column]).strip() if _present(row.get(column)) else None
+        hardware[column] = str(row[column]).strip() if present(row.get(column)) else None
     return hardware
 
 
 def scenario_of(row) -> Scenario:
     """The scenario a ``train`` measurement row describes (its model, hardware, plan and run size)."""
-    run = {column: row.get(column) for column in ("train_samples", "train_tokens") if _present(row.get(column))}
-    framework = str(row["framework"]).strip() if _present(row.get("framework")) else None
-    return Scenario(workload=_workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=_plan(row),
+    run = {column: row.get(column) for column in ("train_samples", "train_tokens") if present(row.get(column))}
+    framework = str(row["framework"]).strip() if present(row.get("framework")) else None
+    return Scenario(workload=workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=_plan(row),
                     framework=framework, run=RunSpec(**run) if run else None)
 
 
@@ -113,7 +93,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
             scenario = scenario_of(row)
-            workload = _workload(scenario.workload.model_dump_json())
+            workload = workload_of_spec(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
             if scenario.framework not in pooled:
