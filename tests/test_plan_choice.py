@@ -21,19 +21,11 @@ from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, PLAN_FIELDS, PLAN_TIE_FRAC
                              within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError, load_scenario
+from scenario_helpers import INTRA
+from scenario_helpers import make_scenario as scenario
 
-GPUS = {"V100-SXM2-16GB": "nvlink2", "A100-SXM4-40GB": "nvlink3", "A100-SXM4-80GB": "nvlink3",
-        "H100-SXM5-80GB": "nvlink4"}
 MODELS = ("gpt3-1.3b", "llama2-7b", "bert-large", "resnet50", "vit-b16")
-
-
-def scenario(model, gpu, num_gpus, global_batch=None, **plan):
-    hardware = {"gpu": gpu, "num_gpus": num_gpus, "gpus_per_node": min(8, num_gpus), "intra": GPUS[gpu]}
-    if num_gpus > 8:
-        hardware["inter"] = "8 x ib-hdr"
-    if global_batch is not None:
-        plan["global_batch"] = global_batch
-    return {"workload": {"model": model}, "hardware": hardware, "plan": plan}
+NVLINK_GPUS = sorted(gpu for gpu, link in INTRA.items() if link.startswith("nvlink"))
 
 
 def candidates(case):
@@ -51,7 +43,7 @@ def candidates(case):
 # --- the rule -------------------------------------------------------------------------------------
 
 @settings(max_examples=25, deadline=None)
-@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(sorted(GPUS)), num_gpus=st.sampled_from([1, 2, 8, 16]),
+@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(NVLINK_GPUS), num_gpus=st.sampled_from([1, 2, 8, 16]),
        global_batch=st.sampled_from([None, 32, 256]))
 def test_the_chosen_plan_is_within_the_tie_band_of_the_fastest_and_keeps_the_headroom(model, gpu, num_gpus,
                                                                                       global_batch):

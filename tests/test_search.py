@@ -11,19 +11,9 @@ from perfmodel.chain import BREAKDOWN
 from perfmodel.plan_search import NOT_HEADROOM, best_estimate, search
 from perfmodel.plans import enumerate_plans
 from perfmodel.workloads import get_workload
+from scenario_helpers import INTRA, make_scenario
 
-GPUS = {"V100-SXM2-16GB": "nvlink2", "A100-SXM4-40GB": "nvlink3", "A100-SXM4-80GB": "nvlink3",
-        "H100-SXM5-80GB": "nvlink4", "L4": "pcie4"}
 MODELS = ("gpt3-1.3b", "gpt3-175b", "llama2-70b", "llama3-8b", "bert-large", "vit-b16", "resnet50")
-
-
-def make_scenario(model, gpu, num_gpus, global_batch=None, **plan):
-    hardware = {"gpu": gpu, "num_gpus": num_gpus, "gpus_per_node": min(8, num_gpus), "intra": GPUS[gpu]}
-    if num_gpus > 8:
-        hardware["inter"] = "8 x ib-hdr"
-    if global_batch is not None:
-        plan["global_batch"] = global_batch
-    return {"workload": {"model": model}, "hardware": hardware, "plan": plan}
 
 
 def check_rows(frame, workload, num_gpus, gpus_per_node):
@@ -56,7 +46,7 @@ def check_rows(frame, workload, num_gpus, gpus_per_node):
 
 
 @settings(max_examples=60, deadline=None)
-@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(sorted(GPUS)),
+@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(sorted(INTRA)),
        num_gpus=st.sampled_from([1, 2, 4, 8, 16, 24, 64, 256]),
        global_batch=st.sampled_from([None, 8, 32, 96, 512, 1536]))
 def test_search_never_returns_an_infeasible_plan(model, gpu, num_gpus, global_batch):
