@@ -7,6 +7,8 @@ so a new precision or strategy is added here and nowhere else.
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS",
            "framework_from_text"]
@@ -81,7 +83,7 @@ def framework_from_text(text: str | None, source: str | None = None) -> str | No
         if word in lowered:
             return name
     context = f"{lowered} {source.lower() if isinstance(source, str) else ''}"
-    if any(word in context for word in ("deeplearningexamples", "dle", "ngc")):
+    if re.search(r"deeplearningexamples|\bdle\b|\bngc\b", context):
         for word, name in _DLE_LANGUAGES:
             if word in lowered:
                 return name
