@@ -56,19 +56,22 @@ def test_the_chosen_plan_is_within_the_tie_band_of_the_fastest_and_keeps_the_hea
     fits = result["memory_fits"].astype(bool)
     roomy = fits & within_headroom(result["memory_total"], result["memory_capacity"], DEFAULT_MEMORY_HEADROOM)
     pool = roomy if roomy.any() else fits
-    fastest = result["step_time_s"][pool].min()
+    # plans are ranked by time per sample (an open batch lets their global batches differ)
+    per_sample = result["step_time_s"] / plans["global_batch"]
+    fastest = per_sample[pool].min()
+    chosen = choice.result["step_time_s"] / choice.plan["global_batch"]
     band = tie_band(default_profile(), workload, cluster)
     assert 0 < band <= np.log1p(PLAN_TIE_FRACTION) + 1e-15
-    assert choice.fits and fastest <= choice.result["step_time_s"] <= fastest * np.exp(band) * (1 + 1e-12)
+    assert choice.fits and fastest <= chosen * (1 + 1e-12) and chosen <= fastest * np.exp(band) * (1 + 1e-12)
     if roomy.any():  # an automatic plan never eats into the headroom when some plan leaves it
         assert choice.result["memory_total"] <= (1 - DEFAULT_MEMORY_HEADROOM) * choice.result["memory_capacity"]
         assert choice.warnings == []
     else:
         assert len(choice.warnings) == 1 and "memory headroom" in choice.warnings[0]
     # no tied plan is more conventional than the chosen one
-    tied = np.flatnonzero(pool & (np.log(result["step_time_s"] / fastest) <= band + 1e-12))
+    tied = np.flatnonzero(pool & (np.log(per_sample / fastest) <= band + 1e-12))
     first = tied[conventional_order({**{k: plans[k][tied] for k in PLAN_FIELDS},
-                                     "step_time_s": result["step_time_s"][tied]},
+                                     "step_time_s": per_sample[tied]},
                                     workload.tokens_per_sample, cluster.gpus_per_node)[0]]
     assert choice.result["step_time_s"] == pytest.approx(result["step_time_s"][first], rel=1e-12)
     assert choice.ties == len(tied)
@@ -264,3 +267,44 @@ def test_search_text_names_the_ties_and_the_conventional_choice(tmp_path, capsys
     assert "vs_best" in out and "tie band (±10%)" in out and "the conventional choice among all tied plans is TP1" in out
     assert main(["search", str(path), "--memory-headroom", "0.95"]) == 2
     assert "--memory-headroom" in capsys.readouterr().err
+
+
+# --- an open batch: the highest throughput that fits ---------------------------------------------
+
+@pytest.mark.parametrize("model,gpu,num_gpus", [("bert-base", "H100-SXM5-80GB", 1), ("resnet50", "A100-SXM4-80GB", 8),
+                                                ("gpt3-1.3b", "A100-SXM4-80GB", 8)])
+def test_an_open_batch_takes_the_throughput_of_the_best_fitting_batch_not_one_sample(model, gpu, num_gpus):
+    """A scenario that states neither micro-batch nor global batch (a throughput benchmark that
+    does not say its batch) is not estimated at one sample per GPU: the choice ranks plans by time
+    per sample, so its throughput is at least that of every fixed micro-batch that fits."""
+    open_choice = choose_plan(scenario(model, gpu, num_gpus))
+    assert open_choice.fits
+    assert open_choice.plan["global_batch"] == open_choice.plan["dp"] * open_choice.plan["micro_batch"]
+    band = tie_band(default_profile(), *resolve(scenario(model, gpu, num_gpus))[1:])
+    for micro_batch in (1, 4, 32):
+        fixed = choose_plan(scenario(model, gpu, num_gpus, micro_batch=micro_batch))
+        if fixed.fits:  # the open choice is never slower per sample beyond the tie band
+            assert open_choice.result["samples_per_s"] >= fixed.result["samples_per_s"] * np.exp(-band) * (1 - 1e-9)
+    assert open_choice.plan["micro_batch"] > 1
+
+
+def test_search_of_an_open_batch_searches_the_batch_estimate_chooses_and_says_so():
+    case = scenario("bert-base", "H100-SXM5-80GB", 8)
+    frame = search(case, top=5)
+    chosen = choose_plan(case)
+    assert set(frame["global_batch"]) == {chosen.plan["global_batch"]}
+    assert "batch not stated" in frame.attrs["batch_note"]
+    assert search(scenario("bert-base", "H100-SXM5-80GB", 8, 64), top=5).attrs["batch_note"] is None
+
+
+def test_validate_lists_an_unstated_batch_as_assumed():
+    from perfmodel.calibration.predictors.train import predict_train
+    import pandas as pd
+
+    from perfmodel.hardware.catalog import load_catalog
+
+    row = {"id": "x", "kind": "train", "gpu": "H100-SXM5-80GB", "num_gpus": 1, "metric": "samples_per_s",
+           "value": 900.0, "model": "bert-base", "seq_len": 384, "precision": "fp16"}
+    out = predict_train(pd.DataFrame([row]).set_index("id", drop=False), load_catalog(), default_profile())
+    assert out.loc["x", "predicted"] > 0
+    assert "batch not stated: micro-batch" in out.loc["x", "assumed"]

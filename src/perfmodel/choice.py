@@ -17,8 +17,9 @@ The rule, in full (:func:`pick`):
    :data:`perfmodel.plans.DEFAULT_MEMORY_HEADROOM`).  When none does but some fit at all (a plan
    the user fixed completely, or a tight one), step 2 runs on those and the choice carries a
    warning: the plan is estimated, not refused.
-2. Plans whose step time is within :func:`tie_band` of the fastest (log ratio) are ties: the model
-   cannot order them.  Among the ties the first of :func:`perfmodel.plans.conventional_order`
+2. Plans whose time per sample (step time / global batch; the step time itself when every
+   candidate trains the same global batch) is within :func:`tie_band` of the fastest (log ratio)
+   are ties: the model cannot order them.  Among the ties the first of :func:`perfmodel.plans.conventional_order`
    (no offload, fewer parallel dimensions, TP within a node, no CP at short sequences, the lowest
    ZeRO stage, the least recomputation, the largest micro-batch, no interleaving) is chosen.
 """
@@ -53,7 +54,8 @@ class Choice:
     (the plan's evaluate values as floats; empty for an invalid plan).  ``warnings``: what the user
     should know about a plan that is estimated anyway (it breaks the memory headroom);
     ``ties``: how many candidates were within the tie band of the fastest (1: the fastest won
-    alone), ``fastest_step_time_s`` the fastest one's step time."""
+    alone), ``fastest_step_time_s`` the fastest one's step time at the chosen plan's global batch
+    (its time per sample times that batch, so plans of different batches compare)."""
 
     plan: dict
     chosen: dict
@@ -83,7 +85,8 @@ def tie_band(profile, workload, cluster) -> float:
 def pick(plans: dict[str, np.ndarray], step_time_s: np.ndarray, band: float, seq_len, gpus_per_node: int) -> tuple[int, int]:
     """(index of the chosen plan, how many tie with the fastest): among the plans whose
     ``log(step_time_s / fastest) <= band``, the first of :func:`perfmodel.plans.conventional_order`.
-    ``plans``: 1-D plan arrays of the candidates that may be chosen."""
+    ``plans``: 1-D plan arrays of the candidates that may be chosen; ``step_time_s``: what ranks
+    them (step time, or time per sample when their global batches differ)."""
     step_time_s = np.asarray(step_time_s, dtype=float)
     tied = np.flatnonzero(np.log(step_time_s / step_time_s.min()) <= band + 1e-12)
     order = conventional_order({**{name: np.asarray(values)[tied] for name, values in plans.items()},
@@ -153,12 +156,15 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
         headroom = memory_headroom(plan)
         roomy = fitting[within_headroom(result["memory_total"][fitting], result["memory_capacity"][fitting], headroom)]
         pool = roomy if len(roomy) else fitting
-        where, ties = pick({name: values[pool] for name, values in arrays.items()}, result["step_time_s"][pool],
+        # time per sample: an open batch lets candidates train different global batches
+        per_sample = result["step_time_s"][pool] / arrays["global_batch"][pool]
+        where, ties = pick({name: values[pool] for name, values in arrays.items()}, per_sample,
                            band, workload.tokens_per_sample, cluster.gpus_per_node)
         best = int(pool[where])
         record = as_records({name: values[best:best + 1] for name, values in arrays.items()})[0]
         choice = _chosen(plan, {**fixed, **record}, _values(result, best))
-        choice.ties, choice.fastest_step_time_s = ties, float(result["step_time_s"][pool].min())
+        choice.ties = ties
+        choice.fastest_step_time_s = float(per_sample.min() * record["global_batch"])
         if not len(roomy):
             choice.warnings.append(_headroom_warning(choice.result, headroom))
         choices.append(choice)

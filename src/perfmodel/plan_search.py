@@ -202,7 +202,9 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     memory left free; ``tie_band`` the step-time fraction below which plans tie
     (exp(:func:`perfmodel.choice.tie_band`) - 1); ``conventional`` the row label of the plan the
     rule of :func:`perfmodel.choice.pick` runs among every tied plan of the grid, shown or not
-    (the plan fields, ``precision``, ``step_time_s`` and ``vs_best``; None when no plan fits).
+    (the plan fields, ``precision``, ``step_time_s`` and ``vs_best``; None when no plan fits);
+    ``batch_note``: set when the scenario states neither micro-batch nor global batch, which
+    global batch was taken for it (the one :func:`perfmodel.choice.choose_plans` picks).
     """
     import pandas as pd
 
@@ -213,8 +215,11 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     scenario, workload, cluster = resolve(scenario, catalog)
     fixed = settings(scenario.plan, cluster.gpu)
     cluster.gpu.peak(fixed["precision"])
-    grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
     profile = profile or default_profile()
+    batch_note = None
+    if scenario.plan.global_batch is None and scenario.plan.micro_batch is None:
+        scenario, batch_note = _with_open_batch_chosen(scenario, workload, cluster, profile)
+    grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
     band = tie_band(profile, workload, cluster)
     context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed, "profile": profile,
                "data": scenario.data, "headroom": memory_headroom(scenario.plan), "band": band,
@@ -256,8 +261,26 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     frame = pd.DataFrame(columns)
     frame.attrs.update(infeasible=total.counts, evaluated=total.evaluated, feasible=total.fit,
                        candidates=grid.size, hardware=hardware_summary(cluster), workload=workload.name,
-                       memory_headroom=context["headroom"], tie_band=float(np.expm1(band)), conventional=conventional)
+                       memory_headroom=context["headroom"], tie_band=float(np.expm1(band)), conventional=conventional,
+                       batch_note=batch_note)
     return frame
+
+
+def _with_open_batch_chosen(scenario, workload, cluster, profile):
+    """A scenario without micro-batch and global batch gets the global batch ``estimate`` chooses
+    for it (the highest throughput that fits, :func:`perfmodel.plans.enumerate_plans`), so every
+    plan of the search trains the same batch; returns it and a note saying so (the batch stays
+    open when no plan fits: the search then reports why)."""
+    from perfmodel.choice import choose_plans
+
+    choice = choose_plans(workload, cluster, [scenario.plan], profile=profile, data=scenario.data,
+                          framework=scenario.framework)[0]
+    if not (choice.valid and choice.fits):
+        return scenario, None
+    batch = int(choice.plan["global_batch"])
+    note = (f"batch not stated: global batch {batch}, the one estimate chooses (the highest throughput "
+            "that fits in memory)")
+    return scenario.model_copy(update={"plan": scenario.plan.model_copy(update={"global_batch": batch})}), note
 
 
 def best_estimate(scenario, catalog=None, profile=None):

@@ -262,9 +262,12 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the global batch,
     recompute none/selective/full (CNNs: none/sqrt; selective only without flash attention,
     whose kernel already recomputes the attention core), ZeRO 0-3.  ``dp`` follows from the
-    others.  Without a global batch, one micro-batch (the given one, else
-    :func:`default_micro_batch`) per data-parallel rank at the largest data-parallel degree the
-    fixed degrees allow, so every plan trains on the same number of samples per step.
+    others.  With a micro-batch but no global batch, one micro-batch per data-parallel rank at the
+    largest data-parallel degree the fixed degrees allow, so every plan trains on the same number
+    of samples per step.  With neither (the batch is open, as in a throughput benchmark that does
+    not say its batch), the micro-batch ranges over :data:`POWERS_OF_TWO` with one micro-batch per
+    data-parallel rank (global batch = dp x micro-batch, per plan): a choice ranks such plans by
+    time per sample, so it takes the batch of the highest throughput that fits in memory.
 
     Each field is an integer array shaped to broadcast over the grid (one axis per open field),
     so rules can be checked without materialising the grid; :func:`select` gathers plans from it.
@@ -280,8 +283,10 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     recompute = [RECOMPUTE_CODES[plan.recompute]] if plan.recompute else [RECOMPUTE_CODES[s] for s in strategies]
     zero = _choices(plan.zero, [0, 1, 2, 3])
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
+    open_batch = plan.global_batch is None and plan.micro_batch is None
     global_batch = plan.global_batch or widest_dp * (plan.micro_batch or default_micro_batch(workload.family))
-    micro = _choices(plan.micro_batch, [p for p in POWERS_OF_TWO if p <= max(1, global_batch)])
+    micro = _choices(plan.micro_batch, list(POWERS_OF_TWO) if open_batch
+                     else [p for p in POWERS_OF_TWO if p <= max(1, global_batch)])
     axes = (tp, pp, cp, vp, micro, recompute, zero)
     plans = {name: np.asarray(values, dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(axes))])
              for axis, (name, values) in enumerate(zip(("tp", "pp", "cp", "vp", "micro_batch", "recompute", "zero"),
@@ -289,7 +294,8 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     plans["dp"] = np.maximum(1, num_gpus // (plans["tp"] * plans["pp"] * plans["cp"]))
     if plan.dp is not None:
         plans["dp"] = np.full_like(plans["dp"], plan.dp)
-    plans["global_batch"] = np.array(global_batch, dtype=np.int64)
+    plans["global_batch"] = (plans["dp"] * plans["micro_batch"] if open_batch
+                             else np.array(global_batch, dtype=np.int64))
     plans["recompute_every"] = np.array(plan.recompute_every or 1, dtype=np.int64)
     sequence_parallel = plan.sequence_parallel if plan.sequence_parallel is not None else True
     plans["sequence_parallel"] = ((plans["tp"] > 1) & sequence_parallel).astype(np.int64)

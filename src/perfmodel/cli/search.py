@@ -65,11 +65,14 @@ def run(args) -> int:
                     "feasible": frame.attrs["feasible"], "infeasible": frame.attrs["infeasible"],
                     "memory_headroom": frame.attrs["memory_headroom"], "tie_band": frame.attrs["tie_band"],
                     "tied": int(frame["tied"].sum()) if len(frame) else 0,
-                    "conventional": frame.attrs["conventional"], "plans": frame.to_dict(orient="records")})
+                    "conventional": frame.attrs["conventional"], "batch_note": frame.attrs.get("batch_note"),
+                    "plans": frame.to_dict(orient="records")})
         return EXIT_OK if len(frame) else EXIT_INFEASIBLE
     print(f"{frame.attrs['workload']} on {frame.attrs['hardware']['num_gpus']} x {frame.attrs['hardware']['gpu']}: "
           f"{frame.attrs['candidates']} candidate plans, {frame.attrs['evaluated']} valid, {frame.attrs['feasible']} fit "
           f"with {frame.attrs['memory_headroom']:.0%} of GPU memory left free")
+    if frame.attrs.get("batch_note"):
+        print(f"  {frame.attrs['batch_note']}")
     for reason, count in frame.attrs["infeasible"].items():
         print(f"  dropped {count:>7}: {reason}")
     if not len(frame):

@@ -137,6 +137,10 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
         if not choice.valid or not choice.result:
             out.at[index, "reason"] = "infeasible plan: " + "; ".join(choice.reasons)
             continue
+        if scenario.plan.micro_batch is None and scenario.plan.global_batch is None:
+            noted = (f"batch not stated: micro-batch {choice.plan['micro_batch']} per GPU, the highest throughput "
+                     "that fits in memory")
+            out.at[index, "assumed"] = "; ".join(filter(None, [out.at[index, "assumed"], noted]))
         if not choice.fits:
             noted = f"fits in GPU memory, as measured (the memory model: {'; '.join(choice.reasons)})"
             out.at[index, "assumed"] = "; ".join(filter(None, [out.at[index, "assumed"], noted]))
