@@ -317,3 +317,52 @@ def test_zoo_op_times_array_equals_scalar(zoo_model):
             np.testing.assert_allclose(backward[:, i, j], bw, rtol=1e-12)
     # more micro-batch never makes a step's compute cheaper
     assert np.all(np.diff(forward.sum(axis=0), axis=0) >= 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seq_len=st.sampled_from([2048, 4096, 16384, 65536]), gpu=st.sampled_from(["A100-SXM4-80GB", "H100-SXM5-80GB"]))
+def test_flash_attention_keeps_its_rate_at_long_sequences_the_materialised_one_does_not(seq_len, gpu):
+    """Fused (flash) attention never writes its s x s score matrix (Dao et al. 2022): its FLOP rate
+    does not fall as the sequence grows (x4 the sequence = x16 the score FLOPs of a micro-batch,
+    timed at the same rate within 5 %), and it is never slower than the same op with the scores
+    materialised."""
+    from perfmodel.hardware.catalog import load_catalog
+    from perfmodel.profile import default_profile
+    from perfmodel.workloads.transformer import transformer
+
+    device, profile = load_catalog().gpu(gpu), default_profile()
+
+    def attention_rate(seq, flash):
+        table = transformer("t", arch="llama", layers=2, hidden=4096, heads=32, seq_len=seq,
+                            vocab=32000).ops(1, 1, 1, precision="bf16", flash_attention=flash)
+        i = table.name.index("attention")
+        forward, _ = compute.op_times(table, device, "bf16", profile)
+        assert bool(table.implicit[i]) is flash
+        return float(table.flops[i].item() / forward[i].item()), float(forward[i].item())
+
+    short_rate, _ = attention_rate(seq_len, True)
+    long_rate, long_fused = attention_rate(4 * seq_len, True)
+    assert long_rate == pytest.approx(short_rate, rel=0.05)
+    _, long_materialised = attention_rate(4 * seq_len, False)
+    assert long_fused <= long_materialised
+
+
+@pytest.mark.parametrize("kernel,size", [(3, [64, 64, 64]), (3, [224, 224]), (1, [56, 56])])
+def test_an_implicit_gemm_convolution_moves_its_tensors_not_its_im2col_matrix(kernel, size):
+    """A convolution reads its input activation once, not the k x (kernel volume) im2col matrix
+    the GEMM view implies (cuDNN/CUTLASS implicit GEMM): its time is at least the roofline of its
+    true bytes and at most the same op timed as an explicit GEMM (equal for 1x1 kernels, where
+    im2col is the activation itself, up to the output and weights)."""
+    import dataclasses
+
+    from perfmodel.workloads.cnn import cnn
+
+    layer = {"op": "conv", "in_channels": 32, "out_channels": 32, "kernel": kernel, "padding": kernel // 2,
+             "input_size": size}
+    table = cnn("c", [layer]).ops(8, 1, 1, precision="bf16")
+    assert bool(table.implicit[0])
+    implicit, _ = compute.op_times(table, A100, "bf16", DEFAULTS)
+    explicit, _ = compute.op_times(dataclasses.replace(table, implicit=np.zeros(1, dtype=bool)), A100, "bf16",
+                                   DEFAULTS)
+    floor = table.bytes[0] / (A100.memory_bandwidth * DEFAULTS.get("memory_efficiency", A100.architecture))
+    assert floor <= implicit[0] <= explicit[0] * (1 + 1e-12)

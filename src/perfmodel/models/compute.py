@@ -138,7 +138,13 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
     attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM.  Flash
     attention (Dao 2023) is timed as a GEMM of its shape: that its blocks tile only the queries is
-    not modelled.  A GEMM-like op without a shape gets the large-tile rate.  Other ops: 1.
+    not modelled.  Implicit GEMMs (``table.implicit``: convolutions, whose im2col operand is
+    gathered on chip from an activation ``kernel volume`` times smaller, and fused attention, whose
+    ``s x s`` score tiles never leave the chip; Dao et al. 2022, FlashAttention, Sec. 3) are timed
+    by their tiles and waves alone: their memory traffic is the op's own ``bytes``, which the
+    roofline of :func:`op_times` charges (timing them as explicit GEMMs would make a long sequence
+    or a 3x3x3 convolution memory-bound on matrices that are never written).
+    A GEMM-like op without a shape gets the large-tile rate.  Other ops: 1.
     """
     group = gpu.architecture
     kind = table.per_op("kind")
@@ -150,6 +156,9 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     # with fp8 only matmuls read fp8 operands; conv and attention run in bf16 (op_peaks)
     parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile)
     parameters["input_bytes"] = np.where(kind == "matmul", ELEMENT_BYTES[precision], parameters["input_bytes"])
+    implicit = table.per_op("implicit")
+    parameters["input_bytes"] = np.where(implicit, 0.0, parameters["input_bytes"])
+    parameters["output_bytes"] = np.where(implicit, 0.0, parameters["output_bytes"])
     if precision == "fp8":  # the matmuls' inner loop at the fp8 GEMM efficiency
         parameters["efficiency"] = np.where(kind == "matmul", gemm.gemm_parameters(gpu, "fp8", profile)["efficiency"],
                                             parameters["efficiency"])

@@ -99,7 +99,8 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
             compute = waves * slots * 2.0 * tm * tn * (k_split + k_overhead) / rate
             outputs = m * n * output_bytes * (1.0 if split == 1 else 1.0 + 2.0 * split)
             moved = batch * (operands + outputs)
-            hit = np.minimum(1.0, np.divide(l2_bytes, moved))
+            # nothing moved (an implicit GEMM, timed by its tiles only) costs no memory time
+            hit = np.minimum(1.0, np.divide(l2_bytes, np.where(moved > 0, moved, 1.0)))
             memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
             best = np.minimum(best, np.maximum(compute, memory))
     return best

@@ -122,7 +122,7 @@ def _op(row: dict, b, A: int) -> OpSpec:
         else:
             m, n, k = b * out_pixels, cout / groups, cin / groups * kvol
         return OpSpec(name, "conv", m=m, n=n, k=k, batch_gemms=groups, flops=2 * m * n * k * groups,
-                      bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=held,
+                      bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=held, implicit=True,
                       saved_bytes=keep_input * A * b * cin * in_pixels)
     if op == "fc":
         cin, cout = row["in_features"], row["out_features"]

@@ -37,7 +37,13 @@ class OpTable:
       ``repeat`` times), ``"post"`` (final norm, logits, loss: last pipeline stage);
       ``repeat``: how many times the op runs per micro-batch (transformer layers; 1 for CNN ops);
       ``fp32``: True where mixed precision keeps the op in FP32 (norms, softmax, loss);
-      ``expert``: True for a mixture-of-experts expert GEMM (all False for dense models).
+      ``expert``: True for a mixture-of-experts expert GEMM (all False for dense models);
+      ``implicit``: True for a GEMM-like op whose GEMM matrices never exist in memory: an
+      implicit-GEMM convolution gathers its ``m x k`` (im2col) operand on chip from the
+      activation, ``kernel volume`` times smaller (NVIDIA cuDNN / CUTLASS "implicit GEMM"), and
+      fused attention (flash attention, Dao et al. 2022) keeps its ``m x n`` score tiles on chip.
+      The kernel model times their tiles and waves only; their memory traffic is the op's own
+      ``bytes`` (False: a plain GEMM, whose matrices are its traffic).
     Columns of shape ``(n_ops, *plan_shape)`` (float arrays):
       ``m``, ``n``, ``k``: GEMM dimensions per GPU (convolutions as implicit GEMM:
       m = batch x output pixels, n = output channels, k = input channels x kernel volume);
@@ -64,12 +70,14 @@ class OpTable:
     saved_bytes: np.ndarray
     plan_shape: tuple[int, ...] = field(default=())
     expert: np.ndarray | None = None
+    implicit: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
-        if self.expert is None:
-            object.__setattr__(self, "expert", np.zeros(n_ops, dtype=bool))
-        for column in ("kind", "placement", "repeat", "fp32", "expert"):
+        for column in ("expert", "implicit"):
+            if getattr(self, column) is None:
+                object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
+        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
         bad_kind = set(self.kind) - set(OP_KINDS)

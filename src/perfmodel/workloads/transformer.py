@@ -321,14 +321,15 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         flops = 2 * score_gemms * scores * d
         qkv_bytes = A * (T * q_heads * d + 2 * T * (kv_len / s) * kv_heads * d)
         io_bytes = A * (2 * T * q_heads * d + 2 * b * kv_len * kv_heads * d)
-        if flash_attention and shape.arch != "txl":  # no fused kernel computes TXL's position term
+        fused = flash_attention and shape.arch != "txl"  # no fused kernel computes TXL's position term
+        if fused:
             byte_count, saved = io_bytes, qkv_bytes + 4 * b * q_heads * (s / c)     # Q, K, V + fp32 LSE
             flops = flops / 2 if causal else flops
         else:                                            # S (+ BD), softmax, dropout, PV; keep softmax, mask
             byte_count = io_bytes + scores * (4 * A + (2 * A + 1) * mask + 2 * A * (score_gemms - 2))
             saved = qkv_bytes + scores * (A + (A + 1) * mask)
         return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads,
-                      flops=flops, bytes=byte_count, saved_bytes=saved)
+                      flops=flops, bytes=byte_count, saved_bytes=saved, implicit=fused)
 
     act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
     qkv_bias = 1.0 if shape.has_qkv_bias else 0.0

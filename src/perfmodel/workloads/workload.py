@@ -89,6 +89,7 @@ class OpSpec:
     k: object = 0.0
     batch_gemms: object = 1.0
     expert: bool = False  # a mixture-of-experts expert GEMM (its params split over expert parallelism)
+    implicit: bool = False  # GEMM matrices never in memory (implicit-GEMM conv, fused attention): traffic = bytes
 
 
 def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
@@ -105,7 +106,8 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         m=column("m"), n=column("n"), k=column("k"), batch_gemms=column("batch_gemms"),
         flops=column("flops"), bytes=column("bytes"), params=column("params"),
         saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape),
-        expert=np.array([op.expert for op in ops], dtype=bool))
+        expert=np.array([op.expert for op in ops], dtype=bool),
+        implicit=np.array([op.implicit for op in ops], dtype=bool))
 
 
 @dataclass(frozen=True)
