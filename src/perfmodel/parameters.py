@@ -65,6 +65,16 @@ _TABLE = (
                "size'); fitted per architecture by calibrate on the NeuSight GEMM rows",
         per="architecture"),
     Parameter(
+        name="gemm_linear_efficiency", default=1.0, low=0.2, high=1.5, unit="x the GEMM's rate",
+        description="speed of an fp32 nn.Linear call (addmm with a 1-D bias) relative to a plain cuBLAS "
+                    "GEMM of its shape on the same GPU: PyTorch routes it to cublasLt with a bias epilogue, "
+                    "whose kernel choice differs from cublasSgemm's (torch.bmm)",
+        source="PyTorch aten/src/ATen/native/cuda/Blas.cpp (addmm_out_cuda_impl: useLtInterface for a "
+               "contiguous 1-D bias and beta = 1; bmm calls cublasSgemmStridedBatched); prior 1 (same "
+               "kernels); fitted per architecture by calibrate on the NeuSight nn.Linear and torch.bmm rows "
+               "(op column), applied to FP32 matmuls of training steps too",
+        per="architecture", prior_log_sigma=0.3),
+    Parameter(
         name="gemm_tensor_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
         description="share of the sustained-clock tensor-core peak that the inner loop of a large tile reaches",
         source="stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table): large bf16 "

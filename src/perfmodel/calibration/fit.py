@@ -48,7 +48,7 @@ __all__ = ["STAGES", "CV_GROUPINGS", "calibrate", "cross_validate", "cv_groups",
 
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
-     ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
+     ("gemm_cuda_core_efficiency", "gemm_linear_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
       "gemm_small_tile_sharing", "gemm_k_overhead", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency",
       "gemm_power_activity", "gemm_call_floor", "gemm_floor_overlap", "memory_efficiency",
       "kernel_launch_overhead", "fp8_gemm_efficiency")),
@@ -64,7 +64,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 # measurement kinds whose rows inform each parameter (default: all kinds of its stage); a grouped
 # parameter gets one value per group found in those rows only
 INFORMED_BY = {
-    "gemm_cuda_core_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",), "fp8_gemm_efficiency": ("gemm",),
+    "gemm_cuda_core_efficiency": ("gemm",), "gemm_linear_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",), "fp8_gemm_efficiency": ("gemm",),
     "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
 }

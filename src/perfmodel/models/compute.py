@@ -162,6 +162,9 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     if precision == "fp8":  # the matmuls' inner loop at the fp8 GEMM efficiency
         parameters["efficiency"] = np.where(kind == "matmul", gemm.gemm_parameters(gpu, "fp8", profile)["efficiency"],
                                             parameters["efficiency"])
+    # frameworks run matmuls as nn.Linear; in FP32 that is cublasLt's addmm path (gemm.linear_share)
+    parameters["efficiency"] = parameters["efficiency"] * np.where(
+        kind == "matmul", gemm.linear_share(gpu, "bf16" if precision == "fp8" else precision, profile), 1.0)
     clock = gemm.clock_ratio(gpu, profile)
     parameters["peak_flops"] = peak * clock
     kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)

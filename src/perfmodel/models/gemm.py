@@ -47,7 +47,7 @@ from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 __all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
-           "gemm_call_time", "gemm_parameters", "gpu_time"]
+           "gemm_call_time", "gemm_parameters", "gpu_time", "linear_share"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
 """Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
@@ -144,9 +144,19 @@ def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, **kernel):
     return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
 
 
-def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True):
+def linear_share(gpu: GPU, dtype: str, profile: CalibrationProfile) -> float:
+    """Rate of an nn.Linear call (addmm with a bias: cublasLt's bias-epilogue kernels) relative to a
+    plain GEMM of its shape: ``gemm_linear_efficiency`` of the architecture for CUDA-core dtypes
+    (where it was measured), 1 for tensor-core ones."""
+    return profile.get("gemm_linear_efficiency", gpu.architecture) if dtype in CUDA_CORE_DTYPES else 1.0
+
+
+def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True,
+             linear=False):
     """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters;
-    ``include_floor=False``: the kernel alone."""
+    ``include_floor=False``: the kernel alone; ``linear`` (bool, broadcasts): an nn.Linear call,
+    at :func:`linear_share` of the rate."""
     floor = profile.get("gemm_call_floor") if include_floor else 0.0
-    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
-                          **gemm_parameters(gpu, dtype, profile))
+    parameters = gemm_parameters(gpu, dtype, profile)
+    parameters["efficiency"] = parameters["efficiency"] * np.where(linear, linear_share(gpu, dtype, profile), 1.0)
+    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"), **parameters)
