@@ -157,3 +157,25 @@ def test_bad_batch_is_a_clear_error(tmp_path):
     path.write_text("id,kind,gpu,metric,value,m,n,k,batch,dtype\ng1,gemm,T4,time_us,50,8,8,8,2.5,fp32\n")
     with pytest.raises(MeasurementError, match="batch = '2.5': must be a whole number"):
         load_measurements(path)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 8192), n=st.integers(1, 8192), k=st.integers(1, 8192),
+       share=st.floats(0.2, 1.5), dtype=st.sampled_from(["fp32", "bf16"]))
+def test_an_nn_linear_call_runs_at_its_share_of_the_plain_gemm_only_in_fp32(m, n, k, share, dtype):
+    """gemm_linear_efficiency scales an fp32 nn.Linear row's kernel rate against the same shape as a
+    plain GEMM (a lower share is never faster, 1 is the same call); tensor-core dtypes ignore it."""
+    gpu = load_catalog().gpu("P100-PCIe-16GB" if dtype == "fp32" else "A100-SXM4-80GB")
+    profile = CalibrationProfile(values={f"gemm_linear_efficiency[{gpu.architecture}]": share})
+    plain = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile)
+    linear = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, linear=True)
+    if dtype != "fp32" or share == 1.0:
+        assert linear == pytest.approx(plain, rel=1e-12)
+    elif share < 1.0:
+        assert linear >= plain * (1 - 1e-12)
+    else:
+        assert linear <= plain * (1 + 1e-12)
+    rows = pd.DataFrame({"kind": "gemm", "gpu": gpu.name, "metric": "time_us", "value": 1.0, "m": m, "n": n,
+                         "k": k, "dtype": dtype, "op": ["linear", "bmm"]})
+    timed = predict(rows, load_catalog(), profile)["predicted"].to_numpy()
+    assert timed[0] == pytest.approx(linear * 1e6, rel=1e-9) and timed[1] == pytest.approx(plain * 1e6, rel=1e-9)
