@@ -407,7 +407,7 @@ _TABLE = (
     # unfitted framework gets the pooled (median) value.  A per-framework multiple of
     # step_overhead was tried and dropped: calibrate left it undetermined for every framework.
     Parameter(
-        name="framework_compute_efficiency", default=1.0, low=0.4, high=2.0, unit="x the kernel model's rate",
+        name="framework_compute_efficiency", default=1.0, low=0.4, high=2.5, unit="x the kernel model's rate",
         description="speed of a framework's forward and backward kernels relative to the per-op kernel model "
                     "(fused kernels, kernel selection, memory layouts): every compute time is divided by it",
         source="prior 1 (the kernel model as is); the issue's observation that one model on one GPU differs "
