@@ -154,7 +154,9 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
     m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
     # with fp8 only matmuls read fp8 operands; conv and attention run in bf16 (op_peaks)
-    parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile)
+    # frameworks run matmuls as nn.Linear: in FP32 that is cublasLt's addmm path (gemm.linear_share)
+    parameters = gemm.gemm_parameters(gpu, "bf16" if precision == "fp8" else precision, profile,
+                                      linear=kind == "matmul")
     parameters["input_bytes"] = np.where(kind == "matmul", ELEMENT_BYTES[precision], parameters["input_bytes"])
     implicit = table.per_op("implicit")
     parameters["input_bytes"] = np.where(implicit, 0.0, parameters["input_bytes"])
@@ -162,9 +164,6 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     if precision == "fp8":  # the matmuls' inner loop at the fp8 GEMM efficiency
         parameters["efficiency"] = np.where(kind == "matmul", gemm.gemm_parameters(gpu, "fp8", profile)["efficiency"],
                                             parameters["efficiency"])
-    # frameworks run matmuls as nn.Linear; in FP32 that is cublasLt's addmm path (gemm.linear_share)
-    parameters["efficiency"] = parameters["efficiency"] * np.where(
-        kind == "matmul", gemm.linear_share(gpu, "bf16" if precision == "fp8" else precision, profile), 1.0)
     clock = gemm.clock_ratio(gpu, profile)
     parameters["peak_flops"] = peak * clock
     kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)

@@ -114,9 +114,11 @@ def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
                                        profile.get("gemm_power_activity")))
 
 
-def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
+def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=False) -> dict:
     """The GPU's catalog numbers and the profile's parameters for a ``dtype`` GEMM, as the keyword
-    arguments of :func:`gemm_call_time` (sustained-clock peak, SMs, bandwidth, L2, bytes, etas)."""
+    arguments of :func:`gemm_call_time` (sustained-clock peak, SMs, bandwidth, L2, bytes, etas);
+    ``linear`` (bool, broadcasts): an nn.Linear call, whose efficiency is :func:`linear_share` of
+    the plain GEMM's."""
     if dtype not in ELEMENT_BYTES:
         raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(ELEMENT_BYTES)}")
     if gpu.sm_count is None:
@@ -130,7 +132,8 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile) -> dict:
         "peak_flops": gpu.peak(dtype) * clock, "sm_count": float(gpu.sm_count),
         "bandwidth": gpu.memory_bandwidth, "l2_bytes": 0.0 if gpu.l2_cache is None else gpu.l2_cache,
         "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": GEMM_OUTPUT_BYTES[dtype],
-        "efficiency": profile.get(kind, group) * fp8_share, "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
+        "efficiency": profile.get(kind, group) * fp8_share * np.where(linear, linear_share(gpu, dtype, profile), 1.0),
+        "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
         "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
         "small_tile_sharing": profile.get("gemm_small_tile_sharing"),
         "memory_efficiency": profile.get("gemm_memory_efficiency"),
@@ -157,6 +160,5 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
     ``include_floor=False``: the kernel alone; ``linear`` (bool, broadcasts): an nn.Linear call,
     at :func:`linear_share` of the rate."""
     floor = profile.get("gemm_call_floor") if include_floor else 0.0
-    parameters = gemm_parameters(gpu, dtype, profile)
-    parameters["efficiency"] = parameters["efficiency"] * np.where(linear, linear_share(gpu, dtype, profile), 1.0)
-    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"), **parameters)
+    return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
+                          **gemm_parameters(gpu, dtype, profile, linear))

@@ -1,9 +1,9 @@
 """Predictors for single-kernel rows: ``gemm`` (tflops, time_us) and ``memcpy`` (GBps).
 
 A GEMM row is one call of ``batch`` (default 1) (m x k) @ (k x n) products in ``dtype``, timed by
-the kernel model :mod:`perfmodel.models.gemm`; a row whose ``op`` names ``linear`` (nn.Linear,
-addmm with a bias) in an FP32 CUDA-core dtype runs at ``gemm_linear_efficiency`` of that rate
-(:func:`perfmodel.models.gemm.linear_share`); a memcpy row copies a ``bytes``-sized buffer, and its
+the kernel model :mod:`perfmodel.models.gemm`; a row whose ``op`` has the word ``linear``
+(nn.Linear, addmm with a bias) in an FP32 CUDA-core dtype runs at ``gemm_linear_efficiency`` of
+that rate (:func:`perfmodel.models.gemm.linear_share`; any other ``op`` text is a plain GEMM); a memcpy row copies a ``bytes``-sized buffer, and its
 GBps counts bytes read plus bytes written (measurement spec, kind = memcpy), timed by
 :func:`perfmodel.models.compute.roofline_time`.
 """
@@ -60,8 +60,9 @@ def _gemm_group(rows: pd.DataFrame, gpu_name: str, dtype: str, catalog: Catalog,
         raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(compute.TRAIN_PRECISIONS)}")
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     batch = rows["batch"].fillna(1.0).to_numpy(dtype=float) if "batch" in rows else np.ones(len(rows))
-    linear = (rows["op"].fillna("").astype(str).str.strip().str.lower() == "linear").to_numpy() if "op" in rows \
-        else np.zeros(len(rows), dtype=bool)
+    # ``op`` is free text (spec: linear, bmm, matmul): "nn.Linear" or "torch.nn.Linear" name it too
+    linear = rows["op"].fillna("").astype(str).str.contains(r"\blinear\b", case=False, regex=True).to_numpy() \
+        if "op" in rows else np.zeros(len(rows), dtype=bool)
     time_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile, linear=linear)
     flops = compute.gemm_flops(m, n, k, batch)
     return np.where(rows["metric"].to_numpy() == "tflops", flops / time_s / 1e12, time_s * 1e6)
