@@ -5,7 +5,7 @@ import argparse
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.calibration.nccl_tests import parse_nccl_tests
@@ -60,9 +60,10 @@ def test_ring_busbw_never_exceeds_the_slowest_link(size, p, g, intra, inter, eff
 def test_time_grows_with_size_and_falls_with_bandwidth(p, g, scale, algorithm, nvls):
     kw = dict(intra_latency=2e-6, inter_latency=5e-6, base_latency=8e-6, intra_efficiency=0.8,
               inter_efficiency=0.9, tree_efficiency=0.5, nvls_efficiency=0.6, nvls_latency=2e-5,
-              pipeline_fill=0.8, algorithm=algorithm, nvls=nvls or algorithm == "nvls")
-    if algorithm == "nvls" and g == 1:
-        return  # nvls needs GPUs sharing an NVSwitch
+              pipeline_fill=0.8, algorithm=algorithm, nvls=nvls or algorithm in ("nvls", "nvlstree"),
+              collnet=algorithm == "collnet", nvls_tree_efficiency=0.7, collnet_efficiency=0.7)
+    assume(not (algorithm in ("nvls", "nvlstree") and g == 1))  # NVLS needs GPUs sharing an NVSwitch
+    assume(not (algorithm in ("nvlstree", "collnet") and p <= g))  # both reduce across nodes
     sizes = 2.0 ** np.arange(3, 36)
     base = comm.collective_time("all_reduce", sizes, p, g, intra_bandwidth=300e9, inter_bandwidth=100e9, **kw)
     assert np.all(np.diff(base) > 0)
@@ -149,9 +150,10 @@ def test_small_messages_are_latency_bound():
 def test_predictor_gives_reasons_not_numbers_for_what_it_cannot_model():
     rows = pd.DataFrame([
         {"id": "a", "kind": "collective", "gpu": "B200", "num_gpus": 32, "gpus_per_node": 8,
-         "inter": "8 x ib-ndr", "collective": "all_reduce", "algorithm": "collnet", "message_bytes": 1e9,
+         "inter": "8 x efa", "collective": "all_reduce", "algorithm": "collnet", "message_bytes": 1e9,
          "metric": "busbw_GBps", "value": 500.0},
         {"id": "b", "kind": "collective", "gpu": "GB200", "num_gpus": 12, "gpus_per_node": 4, "inter": None,
+         "intra": "nvlink5",
          "collective": "all_reduce", "algorithm": "tree", "message_bytes": 1e9, "metric": "busbw_GBps",
          "value": 234.0},
         {"id": "c", "kind": "collective", "gpu": "H100-SXM5-80GB", "num_gpus": 8, "gpus_per_node": 8,
@@ -159,7 +161,58 @@ def test_predictor_gives_reasons_not_numbers_for_what_it_cannot_model():
          "metric": "busbw_GBps", "value": 360.0}])
     result = validate(rows, CATALOG, PROFILE)
     assert result["predicted"].isna().all()
-    assert "collnet" in result["reason"][0] and "inter" in result["reason"][1] and "nvlink9" in result["reason"][2]
+    assert "collnet" in result["reason"][0] and "InfiniBand" in result["reason"][0]
+    assert "inter" in result["reason"][1] and "reference fabric" in result["reason"][1]
+    assert "nvlink9" in result["reason"][2]
+
+
+def test_a_multi_node_row_without_inter_takes_the_reference_fabric_and_says_so():
+    row = {"id": "r", "kind": "collective", "gpu": "H100-SXM5-80GB", "num_gpus": 32, "gpus_per_node": 8,
+           "collective": "all_reduce", "algorithm": "ring", "message_bytes": 2**30, "metric": "busbw_GBps",
+           "value": 350.0}
+    assumed = validate(pd.DataFrame([row]), CATALOG, PROFILE)
+    stated = validate(pd.DataFrame([row | {"inter": "8 x ib-ndr"}]), CATALOG, PROFILE)
+    assert "reference fabric" in assumed["assumed"][0] and pd.isna(stated["assumed"][0])
+    assert assumed["predicted"][0] == pytest.approx(stated["predicted"][0])
+
+
+def test_collnet_and_nvlstree_need_their_hardware_and_say_so():
+    single = numbers(CATALOG.cluster(gpu="H100-SXM5-80GB", num_gpus=8))
+    with pytest.raises(ValueError, match="nvlstree.*not available.*spanning nodes"):
+        comm.collective_time("all_reduce", 1e9, 8, 8, algorithm="nvlstree", **single)
+    efa = numbers(CATALOG.cluster(gpu="H100-SXM5-80GB", num_gpus=16, inter="32 x efa"))
+    with pytest.raises(ValueError, match="collnet.*not available.*InfiniBand"):
+        comm.collective_time("all_reduce", 1e9, 16, 8, algorithm="collnet", **efa)
+    ampere = numbers(CATALOG.cluster(gpu="A100-SXM4-80GB", num_gpus=16, inter="8 x ib-hdr"))
+    with pytest.raises(ValueError, match="nvlstree.*not available"):
+        comm.collective_time("all_reduce", 1e9, 16, 8, algorithm="nvlstree", **ampere)
+    with pytest.raises(ValueError, match="collnet.*not available"):
+        comm.collective_time("all_reduce", 1e9, 16, 8, algorithm="collnet", **ampere | {"collnet": False})
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(2, 256), size=st.floats(2**30, 2**36))
+def test_collnet_moves_each_byte_once_per_node_whatever_the_node_count(nodes, size):
+    """SHARP reduces in the switches: a node sends n up and receives n down, so large-message time does
+    not grow with the node count, and algbw never exceeds the node's NIC plateau (e_n B_n)."""
+    kw = numbers(CATALOG.cluster(gpu="B200", num_gpus=8 * nodes, inter="8 x ib-ndr"))
+    time = comm.collective_time("all_reduce", size, 8 * nodes, 8, algorithm="collnet", **kw)
+    two = comm.collective_time("all_reduce", size, 16, 8, algorithm="collnet", **kw)
+    assert time == pytest.approx(two, rel=0.02)
+    assert comm.algbw(size, time) <= kw["inter_bandwidth"] * kw["inter_efficiency"] * (1 + 1e-9)
+    tree = comm.collective_time("all_reduce", size, 8 * nodes, 8, algorithm="tree", **kw)
+    if nodes > 2:  # a tree node carries 2n per direction, CollNet n: never slower at equal efficiency
+        assert time <= tree * kw["tree_efficiency"] / kw["collnet_efficiency"] * (1 + 1e-9)
+
+
+def test_nvlstree_is_the_slower_of_its_nvls_and_tree_parts():
+    kw = numbers(CATALOG.cluster(gpu="B200", num_gpus=64, inter="8 x ib-ndr"))
+    size = 2.0**34
+    time = comm.collective_time("all_reduce", size, 64, 8, algorithm="nvlstree", **kw)
+    nvls_part = size / (kw["intra_bandwidth"] * kw["nvls_efficiency"])
+    tree_part = 2 * size / (kw["inter_bandwidth"] * kw["inter_efficiency"] * kw["nvls_tree_efficiency"])
+    assert time >= max(nvls_part, tree_part)
+    assert time == pytest.approx(max(nvls_part, tree_part), rel=0.05)  # 16 GiB: latency is negligible
 
 
 # --- cluster helpers, crossover, bad input ------------------------------------------------------

@@ -224,6 +224,20 @@ _TABLE = (
         per="architecture",
         group_defaults=(("Hopper", 0.61), ("Blackwell", 0.54))),
     Parameter(
+        name="nvls_tree_bandwidth_efficiency", default=0.9, low=0.2, high=1.0, unit="fraction",
+        description="share of the NICs' plateau bandwidth the inter-node double binary tree of NCCL's NVLSTree "
+                    "all-reduce reaches (NVLS reduces inside each node first)",
+        source=(f"prior 0.9: {_NCCL} derates its trees' bus bandwidth by 0.9 (busBw*.9); fitted by calibrate "
+                "on the NVLSTree rows (B200 8 x NDR busbw 275-291 GB/s at 4-46 nodes, together-nccl-tests; "
+                "H200 EFA 310 GB/s, stas00/ml-engineering)")),
+    Parameter(
+        name="collnet_bandwidth_efficiency", default=0.9, low=0.2, high=1.0, unit="fraction",
+        description="share of the NICs' plateau bandwidth NCCL's CollNet (InfiniBand SHARP: the switches "
+                    "reduce) all-reduce reaches",
+        source=(f"prior 0.9: {_NCCL} derates CollNet's bus bandwidth by 0.9 (busBw *= .9); fitted by "
+                "calibrate on the CollNet rows (B200 8 x NDR with SHARP, busbw 533-606 GB/s at 2-64 nodes, "
+                "together-nccl-tests)")),
+    Parameter(
         name="nvls_latency", default=23e-6, low=1e-6, high=1e-4, unit="s",
         description="extra latency of an NVLS (NVSwitch multicast/reduce) collective",
         source=(f"{_NCCL}: hwLat NVLink NVLS/Simple 23 us; H100 NVLS floor 34.7 us ~ 8.4 + 23 "

@@ -25,6 +25,16 @@ per-step latencies, ``a_0`` the launch latency.
 * **nvls** (NVLink SHARP: the NVSwitch reduces; Hopper/Blackwell NVSwitch nodes, all-reduce only):
   the intra-node part costs ``n / (nvls_efficiency B_i)`` plus ``nvls_latency``, the inter-node
   part as in hierarchical.  Its busbw exceeds the wire rate: it is not a ring.
+* **nvlstree** (NCCL's NVLSTree, all-reduce across nodes of NVLS-capable nodes): NVLS inside each
+  node and a double binary tree across nodes, pipelined, so the slower of the two sets the pace:
+  ``max(n / (nvls_efficiency B_i), per_node n / (nvls_tree_efficiency e_n B_n))`` with the tree's
+  per-node load (``per_node`` as for tree); latency ``a_0 + nvls_latency + 2 log2(N) a_n``.
+* **collnet** (NCCL's CollNet with InfiniBand SHARP: the switches reduce; all-reduce across
+  nodes): inside a node a reduce-scatter and an all-gather over NVLink, across nodes every node
+  sends ``n`` up and receives ``n`` down once, whatever N: ``max(2(g-1)/g n / (e_i B_i),
+  n / (collnet_efficiency e_n B_n))``; latency ``a_0 + 2(g-1) a_i + a_n`` (tuning.cc's CollNet
+  latency).  NVLSTree and CollNet run Simple only and are not in 'auto': NCCL needs NVLS (or
+  the SHARP plugin) set up to use them, so they are timed only when asked for.
 * **all_to_all** and **send_recv** have one algorithm (direct sends); they are reported under
   ``ring`` and are ``inf`` under the others.
 
@@ -75,7 +85,8 @@ __all__ = ["ALGORITHMS", "COLLECTIVES", "PROTOCOLS", "collective_time", "algorit
            "cluster_collective_time", "bus_bandwidth_factor", "algbw", "busbw", "p2p_time", "crossover",
            "sweep"]
 
-ALGORITHMS = ("ring", "tree", "hierarchical", "nvls", "auto")
+ALGORITHMS = ("ring", "tree", "hierarchical", "nvls", "nvlstree", "collnet", "auto")
+_TIMED = ALGORITHMS[:-1]
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 NVLS_ARCHITECTURES = ("Hopper", "Blackwell")
 _AUTO = ("ring", "tree", "nvls")
@@ -153,12 +164,15 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
                     intra_latency, inter_bandwidth, inter_latency, nvls=False, intra_efficiency=1.0,
                     inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
                     nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
-                    inter_hardware="net") -> dict:
-    """Seconds per algorithm (``ring``, ``tree``, ``hierarchical``, ``nvls``) for one collective:
-    the fastest of ``protocols`` for each (:func:`protocol_times`).
+                    inter_hardware="net", collnet=False, nvls_tree_efficiency=1.0,
+                    collnet_efficiency=1.0) -> dict:
+    """Seconds per algorithm (``ring``, ``tree``, ``hierarchical``, ``nvls``, ``nvlstree``,
+    ``collnet``) for one collective: the fastest of ``protocols`` for each (:func:`protocol_times`).
 
     Every numeric argument may be a float or a numpy array; they broadcast.  An algorithm that
-    cannot run the collective (tree for all-gather, nvls without ``nvls``) is ``inf``.  The
+    cannot run the collective (tree for all-gather, nvls without ``nvls``, nvlstree without
+    ``nvls`` or inside one node, collnet without ``collnet`` -- an InfiniBand network -- or inside
+    one node) is ``inf``.  The
     efficiency keywords default to the ideal wire-rate alpha-beta model (1.0, zero latency, no
     pipeline fill) under all three protocols; :func:`link_numbers` supplies the calibrated ones and
     the protocols NCCL enables on the cluster.  Each algorithm's time is ``L + W + pipeline_fill *
@@ -170,7 +184,8 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
         intra_efficiency=intra_efficiency, inter_efficiency=inter_efficiency, base_latency=base_latency,
         tree_efficiency=tree_efficiency, nvls_efficiency=nvls_efficiency, nvls_latency=nvls_latency,
         pipeline_fill=pipeline_fill, protocols=protocols, intra_hardware=intra_hardware,
-        inter_hardware=inter_hardware)
+        inter_hardware=inter_hardware, collnet=collnet, nvls_tree_efficiency=nvls_tree_efficiency,
+        collnet_efficiency=collnet_efficiency)
     return {name: np.minimum.reduce(list(times.values())) for name, times in per_protocol.items()}
 
 
@@ -178,7 +193,8 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
                    intra_latency, inter_bandwidth, inter_latency, nvls=False, intra_efficiency=1.0,
                    inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
                    nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
-                   inter_hardware="net") -> dict:
+                   inter_hardware="net", collnet=False, nvls_tree_efficiency=1.0,
+                   collnet_efficiency=1.0) -> dict:
     """Seconds per algorithm and protocol: ``{algorithm: {protocol: time}}``.
 
     Arguments as :func:`algorithm_times`.  ``protocols``: the enabled subset of :data:`PROTOCOLS`;
@@ -186,7 +202,7 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
     intra-node and inter-node links.  ``intra_latency``/``inter_latency`` are LL128 per-step
     latencies and ``base_latency`` Simple's base latency; each protocol scales them and the
     bandwidths by tuning.cc's ratios (module docstring).  Protocols apply to ring, tree and
-    broadcast; hierarchical and nvls run only when Simple is enabled, all-to-all and send/recv
+    broadcast; hierarchical, nvls, nvlstree and collnet run only when Simple is enabled, all-to-all and send/recv
     always as Simple point-to-point sends (they list only it).
     """
     _check_collective(collective)
@@ -262,8 +278,20 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
                 a_0 + checks.nonnegative("nvls_latency", nvls_latency) + 2.0 * (nodes - 1) * a_n,
                 np.where(nvls_ok, n / (intra_raw * _fraction("nvls_efficiency", nvls_efficiency))
                          + 2.0 * (nodes - 1) / nodes * n / inter, np.inf))}
+            tree_ok = nvls_ok & multi
+            parts["nvlstree"] = {"Simple": (
+                a_0 + checks.nonnegative("nvls_latency", nvls_latency) + 2.0 * np.ceil(np.log2(nodes)) * a_n,
+                np.where(tree_ok, np.maximum(
+                    n / (intra_raw * _fraction("nvls_efficiency", nvls_efficiency)),
+                    per_node * n / (inter * _fraction("nvls_tree_efficiency", nvls_tree_efficiency))), np.inf))}
+            sharp_ok = np.asarray(collnet, dtype=bool) & multi
+            parts["collnet"] = {"Simple": (
+                a_0 + 2.0 * (g - 1) * a_i + a_n,
+                np.where(sharp_ok, np.maximum(2.0 * (g - 1) / g * n / intra,
+                                              n / (inter * _fraction("collnet_efficiency", collnet_efficiency))),
+                         np.inf))}
     times = {}
-    for name in ("ring", "tree", "hierarchical", "nvls"):
+    for name in _TIMED:
         times[name] = {}
         for protocol, (latency, transfer) in parts.get(name, {"Simple": (0.0, np.inf)}).items():
             with np.errstate(invalid="ignore"):
@@ -290,7 +318,8 @@ def collective_time(collective, message_bytes, group_size, members_per_node, *, 
     intra-node only).  ``group_size == 1`` costs 0 s.  ``auto`` is the elementwise fastest of ring,
     tree and nvls (nvls only when ``nvls`` is true), as NCCL's tuner picks.  ``efficiency``:
     ``intra_efficiency``, ``inter_efficiency``, ``base_latency``, ``tree_efficiency``,
-    ``nvls_efficiency``, ``nvls_latency``, ``pipeline_fill`` (see :func:`algorithm_times`, :func:`link_numbers`).
+    ``nvls_efficiency``, ``nvls_latency``, ``pipeline_fill``, ``collnet``, ``nvls_tree_efficiency``,
+    ``collnet_efficiency`` (see :func:`algorithm_times`, :func:`link_numbers`).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r} is unknown; allowed: {', '.join(ALGORITHMS)}")
@@ -302,8 +331,11 @@ def collective_time(collective, message_bytes, group_size, members_per_node, *, 
         return np.minimum.reduce([times[name] for name in _AUTO])
     result = times[algorithm]
     if np.all(np.isinf(result)):
-        why = ("needs an NVSwitch node of a Hopper/Blackwell GPU (nvls=True) and more than one GPU per node"
-               if algorithm == "nvls" and collective == "all_reduce"
+        needs = {"nvls": "an NVSwitch node of a Hopper/Blackwell GPU (nvls=True) and more than one GPU per node",
+                 "nvlstree": "a group spanning nodes whose nodes run NVLS (NVSwitch nodes of Hopper/Blackwell "
+                             "GPUs, more than one GPU per node)",
+                 "collnet": "a group spanning nodes on an InfiniBand network with SHARP (collnet=True)"}
+        why = (f"needs {needs[algorithm]}" if algorithm in needs and collective == "all_reduce"
                else f"NCCL runs {collective} only as {'direct sends' if collective in _DIRECT else 'ring'}")
         raise ValueError(f"algorithm {algorithm!r} is not available for {collective}: {why}")
     return result
@@ -322,7 +354,8 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
     Keys: intra_bandwidth, intra_latency, inter_bandwidth (the whole node's NICs, per direction;
     0 without a network), inter_latency, intra_efficiency, inter_efficiency, base_latency,
     tree_efficiency, nvls_efficiency, nvls_latency, pipeline_fill, nvls (NVSwitch fabric on
-    Hopper/Blackwell), protocols (LL128 only on NVLink/NVSwitch nodes, as NCCL enables it by
+    Hopper/Blackwell), collnet (an InfiniBand network: SHARP-capable switches assumed when CollNet
+    is asked for), nvls_tree_efficiency, collnet_efficiency, protocols (LL128 only on NVLink/NVSwitch nodes, as NCCL enables it by
     default), intra_hardware and inter_hardware (tuning.cc's hwLat class of each link).
     On an NVLink mesh (DGX-1) the ring's share of the NVLinks is ``nvlink_mesh_ring_fraction``.
     """
@@ -345,6 +378,9 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
         "nvls_latency": profile.get("nvls_latency"),
         "pipeline_fill": profile.get("pipeline_fill"),
         "nvls": cluster.fabric == "nvswitch" and architecture in NVLS_ARCHITECTURES,
+        "collnet": nic is not None and nic.kind == "infiniband",
+        "nvls_tree_efficiency": profile.get("nvls_tree_bandwidth_efficiency"),
+        "collnet_efficiency": profile.get("collnet_bandwidth_efficiency"),
         "protocols": PROTOCOLS if HARDWARE_CLASS.get(cluster.intra.kind) == "nvlink" else ("LL", "Simple"),
         "intra_hardware": HARDWARE_CLASS.get(cluster.intra.kind, "net"),
         "inter_hardware": "net",
@@ -404,7 +440,8 @@ def sweep(cluster, profile=None, collective="all_reduce", sizes=None, algorithms
             "busbw": busbw(collective, sizes, time, group)}))
     if not frames:
         raise ValueError(f"algorithm {', '.join(algorithms)} cannot run {collective} here "
-                         f"(tree and nvls: all_reduce only; nvls: NVSwitch nodes of Hopper/Blackwell GPUs)")
+                         f"(tree, nvls, nvlstree, collnet: all_reduce only; nvls, nvlstree: NVSwitch nodes of "
+                         f"Hopper/Blackwell GPUs; nvlstree, collnet: groups spanning nodes; collnet: InfiniBand)")
     return pd.concat(frames, ignore_index=True)
 
 
