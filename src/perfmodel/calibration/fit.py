@@ -28,7 +28,11 @@ the posterior at the solution, (J^T J / s^2 + prior precision)^-1 with s^2 the r
 variance (delta method back to parameter units).  A value whose posterior is not at most half as
 wide as its prior is *not determined* by the rows: it stays at its prior (the stage is refitted
 without it) and is listed in the profile's ``provenance['not_determined']``, with every value's
-posterior/prior width ratio in ``provenance['identifiability']``.
+posterior/prior width ratio in ``provenance['identifiability']``.  A group's value the rows do
+not determine is treated like a group with no rows: when the parameter is pooled (at least two
+determined groups, no sourced per-group defaults) it takes the pooled value, not the bare prior
+-- a framework with three rows that cannot separate its kernels' speed from its communication
+is predicted like the typical framework.
 """
 
 from __future__ import annotations
@@ -155,6 +159,17 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()
             logs = np.log(group_values)
             values[name] = float(np.exp(np.median(logs)))
             uncertainty[name] = float(values[name] * logs.std(ddof=1))
+
+
+def _pooled_centre(key: str, fitted: dict[str, float], determined: list[str], prior: float) -> float:
+    """Where an undetermined ``key`` is held while the stage is refitted: the median (log space) of
+    the determined groups of its parameter when :func:`pool_groups` would pool them (two or more,
+    no sourced per-group defaults), else its prior."""
+    name, group = split_key(key)
+    if group is None or PARAMETERS[name].group_defaults:
+        return prior
+    others = [fitted[k] for k in determined if split_key(k)[0] == name and split_key(k)[1] is not None]
+    return float(np.exp(np.median(np.log(others)))) if len(others) >= 2 else prior
 
 
 def _transform(parameter):
@@ -310,7 +325,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         if undetermined:
             # keep what the rows cannot pin down at its prior, and fit the rest without it
             for key in undetermined:
-                fitted[key] = prior[key]
+                fitted[key] = _pooled_centre(key, fitted, [k for k in keys if k not in undetermined], prior[key])
                 std[key] = _prior_sd(key, prior[key])
             determined = [key for key in keys if key not in undetermined]
             if determined:
@@ -332,6 +347,11 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
                           "mape_before": float(before.mean()), "mape_after": float(after_ape.mean()),
                           "evaluations": int(result.nfev), "converged": bool(result.success)}
     pool_groups(values, uncertainty, skip=set(not_determined))
+    for key in not_determined:  # an undetermined group follows its parameter's pooled value
+        name, group = split_key(key)
+        if group is not None and not PARAMETERS[name].group_defaults and name in values:
+            values.pop(key, None)
+            uncertainty.pop(key, None)
     provenance = {
         "name": "calibrated",
         "created": dt.date.today().isoformat(),
