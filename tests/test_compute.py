@@ -188,6 +188,35 @@ def test_op_times_shapes_and_vectorization():
     assert np.all(backward > forward)  # backward does 2-2.5x the FLOPs and 2x the bytes
 
 
+@settings(max_examples=60, deadline=None)
+@given(micro_batch=st.sampled_from([1, 2, 8, 64]), host=st.floats(0.0, 3e-4),
+       precision=st.sampled_from(["bf16", "fp8", "fp32"]))
+def test_a_queued_pass_lies_between_its_gpu_work_and_ops_run_one_at_a_time(micro_batch, host, precision):
+    """Asynchronous dispatch: a sequence of ops never takes less than the GPU's own work or the host's
+    dispatch work, and never more than running each op alone behind its own dispatch (per-op floor)."""
+    table = _table(micro_batch)
+    profile = DEFAULTS.with_values(host_dispatch_time=host)
+    gpu_fwd, gpu_bwd = compute.op_times(table, H100, precision, profile, host_floor=False)
+    alone_fwd, alone_bwd = compute.op_times(table, H100, precision, profile)
+    launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
+    for gpu_s, launches in ((gpu_fwd, launches_fwd), (gpu_bwd, launches_bwd)):
+        queued = compute.queued_time(gpu_s.sum(axis=0), launches.sum(axis=0), host)
+        assert queued >= gpu_s.sum() and queued >= launches.sum() * host
+    if precision != "fp8":  # one kernel per op forward: sum of max(kernel, host) >= max of the sums
+        assert compute.queued_time(gpu_fwd.sum(axis=0), launches_fwd.sum(axis=0), host) <= alone_fwd.sum() * (1 + 1e-12)
+    assert np.all(alone_fwd >= gpu_fwd) and np.all(alone_bwd >= gpu_bwd) and np.all(gpu_fwd > 0)
+
+
+def test_kernel_launches_count_two_gradient_gemms_and_the_fp8_casts():
+    table = _table(4)  # qkv matmul, attention, norm, gelu
+    forward, backward = compute.kernel_launches(table, "bf16")
+    np.testing.assert_array_equal(forward.ravel(), [1, 1, 1, 1])
+    np.testing.assert_array_equal(backward.ravel(), [2, 1, 1, 1])
+    forward, backward = compute.kernel_launches(table, "fp8")
+    np.testing.assert_array_equal(forward.ravel(), [2, 1, 1, 1])  # the matmul's input cast
+    np.testing.assert_array_equal(backward.ravel(), [3, 1, 1, 1])  # and its output-gradient cast
+
+
 def test_op_times_uses_the_precision_of_each_op():
     table = _table(4)
     bf16, _ = compute.op_times(table, H100, "bf16", DEFAULTS)

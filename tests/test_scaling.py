@@ -26,7 +26,11 @@ def test_strong_scaling_is_at_most_linear_and_monotone(strong):
     # each count runs the conventional plan within the tie band of its fastest (perfmodel.choice):
     # efficiency may exceed 1 by at most that band
     assert np.all(strong["efficiency"] <= 1 + PLAN_TIE_FRACTION + 1e-9)
-    assert np.all(np.diff(strong["speedup"]) >= -1e-12)
+    # more GPUs never slow it down by more than a hair: once the per-GPU batch is small enough that
+    # the host's dispatch bounds a pass, the compute time stops falling and a wider all-reduce adds
+    # a few microseconds of latency per node doubling
+    speedup = strong["speedup"].to_numpy()
+    assert np.all(np.diff(speedup) >= -0.02 * speedup[:-1])
     np.testing.assert_allclose(strong["speedup"], strong["samples_per_s"] / strong["samples_per_s"].iloc[0])
 
 

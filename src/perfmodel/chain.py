@@ -65,20 +65,30 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
-    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, cuda_graphs=cuda_graphs)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False)
+    launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
     weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
     attention = table.mask(kind=("attention", "softmax"), placement="layer")
+    shape = np.shape(op_seconds.sum(axis=0))
+
+    def queued(seconds, launches, mask):
+        """The selected ops as one asynchronously dispatched sequence (compute.queued_time):
+        (seconds, whether the host's dispatch sets them)."""
+        gpu_s = (seconds * repeat * mask).sum(axis=0)
+        kernels = np.broadcast_to((launches * repeat * mask).sum(axis=0), shape)
+        return compute.queued_time(gpu_s, kernels, host), kernels * host > gpu_s
+
+    passes = {f"{where}_{direction}": queued(seconds, launches, table.mask(placement=where))
+              for where in ("layer", "pre", "post")
+              for direction, seconds, launches in (("fwd", forward, launches_fwd), ("bwd", backward, launches_bwd))}
+    pass_seconds = sum(time for time, _ in passes.values())
     terms = {
-        "layer_fwd": (forward * repeat * layer).sum(axis=0),
-        "layer_bwd": (backward * repeat * layer).sum(axis=0),
-        "attn_fwd": (forward * repeat * attention).sum(axis=0),
-        "pre_fwd": (forward * table.mask(placement="pre")).sum(axis=0),
-        "pre_bwd": (backward * table.mask(placement="pre")).sum(axis=0),
-        "post_fwd": (forward * table.mask(placement="post")).sum(axis=0),
-        "post_bwd": (backward * table.mask(placement="post")).sum(axis=0),
+        **{name: time for name, (time, _) in passes.items()},
+        "attn_fwd": queued(forward, launches_fwd, attention)[0],
         "layer_weight_cast": (weight_cast * repeat * layer).sum(axis=0),
         "pre_weight_cast": (weight_cast * table.mask(placement="pre")).sum(axis=0),
         "post_weight_cast": (weight_cast * table.mask(placement="post")).sum(axis=0),
@@ -89,8 +99,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "post_params": table.total("params", placement="post"),
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
-        "launch_bound_share": (op_seconds * compute.launch_bound(table, gpu, precision, profile, sustained,
-                                                                 cuda_graphs)).sum(axis=0) / op_seconds.sum(axis=0),
+        # the share of the passes' time the host's dispatch sets (compute.queued_time)
+        "launch_bound_share": sum(time * host_bound for time, host_bound in passes.values()) / pass_seconds,
         # a mixture of experts' expert weights (all experts, as the op table holds them)
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),

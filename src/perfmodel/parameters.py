@@ -175,13 +175,16 @@ _TABLE = (
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
     Parameter(
-        name="host_dispatch_time", default=5e-6, low=0.0, high=1e-4, unit="s",
-        description="host (framework) time to dispatch one kernel; a kernel shorter than this leaves the GPU "
-                    "waiting, so each op takes at least this long (a step of many short kernels is host-bound)",
-        source="ASSUMPTION, prior 5 us: PyTorch eager dispatch plus cudaLaunchKernel; the NeuSight training "
-               "split's smallest timed nn.Linear calls (34-56 us, synchronised) bound it from above and "
-               "A. Gray, 'Getting Started with CUDA Graphs' (NVIDIA blog, 2019) puts the bare launch at a few "
-               "us; fitted by calibrate on training rows"),
+        name="host_dispatch_time", default=5e-6, low=0.0, high=3e-4, unit="s",
+        description="host (framework) time to dispatch the kernel of one modelled op (an op of the op tables "
+                    "stands for one to a few framework kernels); the host dispatches asynchronously, so a pass "
+                    "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
+                    "short kernels is host-bound",
+        source="ASSUMPTION, prior 5 us: PyTorch eager dispatch plus cudaLaunchKernel (A. Gray, 'Getting "
+               "Started with CUDA Graphs', NVIDIA blog, 2019, puts the bare launch at a few us); the NeuSight "
+               "training split's smallest timed nn.Linear calls take 34-56 us each (synchronised); the bound "
+               "300 us allows a modelled op (e.g. unfused attention: two batched GEMMs, a softmax, a dropout) "
+               "to stand for a few framework kernels of that order; fitted by calibrate on training rows"),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

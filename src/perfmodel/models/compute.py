@@ -30,8 +30,16 @@ scale update is one fused kernel per step and is not counted (a few microseconds
 TE fusing the input cast into a preceding LayerNorm (``LayerNormLinear``), so the input casts
 here are an upper bound.
 
+**Host dispatch.** The framework dispatches kernels one by one from the host, asynchronously:
+the host runs ahead of the GPU and the GPU only waits when the host falls behind ("Asynchronous
+execution", PyTorch CUDA semantics docs; NVIDIA CUDA C++ Programming Guide, "Asynchronous
+Concurrent Execution").  An op alone takes at least ``host_dispatch_time`` (:func:`op_times`);
+a sequence of ops takes ``max(GPU work, host work)`` (:func:`queued_time`): long GEMMs give the
+host the slack to queue the short element-wise kernels behind them, and a pass of many short
+kernels is host-bound.  :func:`kernel_launches` counts the kernels each op launches per pass.
+
 **CUDA graphs** (``cuda_graphs=True``): the kernels of a captured graph are replayed by one
-``cudaGraphLaunch``, so the per-kernel host dispatch floor disappears (NVIDIA CUDA C++ Programming
+``cudaGraphLaunch``, so the per-kernel host dispatch disappears (NVIDIA CUDA C++ Programming
 Guide, "CUDA Graphs"); the chain floors each graph (a micro-batch's pass) at one
 ``host_dispatch_time`` instead, its launch (:func:`perfmodel.chain._compute`).
 
@@ -52,8 +60,8 @@ from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "memory_bound", "launch_bound", "roofline_points", "fp8_cast_bytes",
-    "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
+    "op_peaks", "op_times", "kernel_launches", "queued_time", "memory_bound", "launch_bound", "roofline_points",
+    "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
 TENSOR_KINDS = ("matmul", "conv", "attention")
@@ -182,7 +190,8 @@ def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: Calibrat
 
 
 def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-             sustained: float = 1.0, cuda_graphs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+             sustained: float = 1.0, cuda_graphs: bool = False,
+             host_floor: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
     Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
@@ -191,9 +200,11 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
     ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
     and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
-    bytes.  Every kernel takes at least ``host_dispatch_time``: the host dispatches kernels one by
-    one, so a kernel shorter than that leaves the GPU waiting (launch-bound); with ``cuda_graphs``
-    the graph replays them without the host and that floor is 0.  With ``precision="fp8"`` each
+    bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``host_dispatch_time``:
+    the host dispatches kernels one by one, so a kernel shorter than that leaves the GPU waiting
+    (launch-bound); with ``cuda_graphs`` the graph replays them without the host and that floor is
+    0.  ``host_floor=False`` gives the GPU's own seconds, for a sequence of ops timed by
+    :func:`queued_time`.  With ``precision="fp8"`` each
     matmul also pays its input cast (forward) and output-gradient cast (backward) kernels
     (:func:`fp8_cast_times`; its weight cast, once per step, is the caller's).  ``sustained`` scales the compute peaks
     (a whole training step holds a lower clock than an isolated kernel; see the
@@ -201,9 +212,31 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``gpu.architecture``.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
-    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
-    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs)
+    host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time")
+    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor)
     return np.maximum(forward, host) + input_cast, np.maximum(backward, host) + gradient_cast
+
+
+def kernel_launches(table: OpTable, precision: str) -> tuple[np.ndarray, np.ndarray]:
+    """Kernels the host dispatches for ONE instance of each op, (forward, backward), shaped like
+    the table's per-op columns: one per op and pass, a second in the backward pass of a matmul or
+    convolution (the data- and weight-gradient GEMMs are two kernels), plus the fp8 cast kernels
+    (:func:`fp8_cast_bytes`: the input cast forward, the output-gradient cast backward)."""
+    kind = table.per_op("kind")
+    two_gemms = np.isin(kind, ("matmul", "conv"))
+    input_cast, _, gradient_cast = (cast > 0 if precision == "fp8" else np.zeros_like(cast, dtype=bool)
+                                    for cast in fp8_cast_bytes(table))
+    return 1.0 + input_cast, 1.0 + two_gemms + gradient_cast
+
+
+def queued_time(gpu_seconds, launches, host_dispatch_s):
+    """Seconds of a sequence of kernels the host dispatches asynchronously: ``max(sum of the GPU's
+    kernel times, launches x host_dispatch_s)``.  The host enqueues kernel i at ``i h`` and runs
+    ahead while the GPU works, so the GPU idles only when the host's cumulative dispatch time
+    passes its own cumulative work; over a pass of identical layers that is the larger of the two
+    totals (a head start of one dispatch is neglected).  Arguments are totals over the sequence
+    (seconds, kernel count) and broadcast."""
+    return np.maximum(gpu_seconds, np.multiply(launches, host_dispatch_s))
 
 
 def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
