@@ -367,7 +367,7 @@ def test_flash_attention_keeps_its_rate_at_long_sequences_the_materialised_one_d
         table = transformer("t", arch="llama", layers=2, hidden=4096, heads=32, seq_len=seq,
                             vocab=32000).ops(1, 1, 1, precision="bf16", flash_attention=flash)
         i = table.name.index("attention")
-        forward, _ = compute.op_times(table, device, "bf16", profile)
+        forward, _ = compute.op_times(table, device, "bf16", profile, host_floor=False)  # the kernel's own rate
         assert bool(table.implicit[i]) is flash
         return float(table.flops[i].item() / forward[i].item()), float(forward[i].item())
 

@@ -127,9 +127,10 @@ def test_communication_vanishes_with_infinite_bandwidth(ideal_network, plan):
     ideal = estimate(scenario(**plan), catalog=catalog, profile=profile)
     check_contracts(ideal)
     assert sum(real.breakdown_s[name] for name in COMM) > 0.01 * real.step_time_s  # there was something to remove
-    # what is left is the 1 us latency floor of a few thousand collectives per step (ZeRO-3: ~10^3
-    # bucketed all-gathers and reduce-scatters per micro-batch, each ~14 us over 128 ranks)
-    assert sum(ideal.breakdown_s[name] for name in COMM) < 2e-3 * ideal.step_time_s
+    # what is left is the latency floor of a few thousand collectives per step (ZeRO-3 over 128 ranks:
+    # 96 layers x 3 gathers/reduce-scatters x 6 micro-batches ~ 1.7e3 collectives of ~20 us, ~35 ms
+    # of a ~16 s step)
+    assert sum(ideal.breakdown_s[name] for name in COMM) < 5e-3 * ideal.step_time_s
     for name in ("forward", "backward", "recompute", "optimizer", "overhead"):
         assert ideal.breakdown_s[name] == pytest.approx(real.breakdown_s[name], rel=1e-12)
 
