@@ -60,7 +60,7 @@ from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "kernel_launches", "queued_time", "memory_bound", "launch_bound", "roofline_points",
+    "op_peaks", "op_times", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
     "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
@@ -279,15 +279,6 @@ def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
     shape as the table's columns (the forward and backward passes have the same intensity)."""
     peak, bandwidth, eta_c, eta_m, _ = _roofline_inputs(table, gpu, precision, profile)
     return table.bytes / (bandwidth * eta_m) > table.flops / (peak * sustained * eta_c)
-
-
-def launch_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-                 sustained: float = 1.0, cuda_graphs: bool = False) -> np.ndarray:
-    """True for the ops whose forward kernel is shorter than ``host_dispatch_time`` on the roofline,
-    so the host's dispatch, not the GPU, sets their time (see :func:`op_times`); same shape as the
-    table's columns.  Under ``cuda_graphs`` no op is: the graph replays its kernels without the host."""
-    kernel = _kernel_times(table, gpu, precision, profile, sustained)[0]
-    return (kernel < profile.get("host_dispatch_time")) & (not cuda_graphs)
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
