@@ -106,6 +106,7 @@ def test_shipped_profile_is_the_calibration_of_the_shipped_measurements(refit):
     assert shipped.provenance["inputs"] == refit.provenance["inputs"]
     assert set(refit.values) == set(shipped.values)
     assert refit.provenance["not_determined"] == shipped.provenance["not_determined"]
+    assert refit.provenance["pooled"] == shipped.provenance["pooled"]
     for key, value in refit.values.items():
         if key in refit.provenance["not_determined"]:
             assert value == shipped.values[key], key

@@ -188,10 +188,12 @@ def test_calibrate_recovers_per_framework_traits_from_rows_made_by_the_model(cat
     assert scored["ape"].max() < 0.05
 
 
-def test_a_framework_its_rows_do_not_determine_takes_the_pooled_value_not_the_prior(catalog, monkeypatch):
+def test_a_framework_its_rows_do_not_determine_is_pooled_towards_the_typical_one_not_the_prior(catalog, monkeypatch):
     """One deepspeed row beside thirty each of megatron and composer: with the identifiability bar set
-    between them, deepspeed's kernel speed is not determined; it is listed so and predicted like a
-    framework with no rows at all (the pooled value), not at the bare prior of 1."""
+    between them, deepspeed's kernel speed is not determined by its own row.  It is partially
+    pooled: refitted with its prior centred on the determined frameworks' median (not the bare
+    prior of 1), so it lands between that median and what its row says (1.3), is listed as pooled,
+    and does not move the pooled value a framework without rows gets."""
     from perfmodel.calibration import fit
 
     truth = {"framework_compute_efficiency[megatron]": 1.3, "framework_compute_efficiency[composer]": 0.75,
@@ -202,11 +204,12 @@ def test_a_framework_its_rows_do_not_determine_takes_the_pooled_value_not_the_pr
     profile = calibrate(rows, params=["framework_compute_efficiency"], catalog=catalog)
     ratio = profile.provenance["identifiability"]
     assert ratio["framework_compute_efficiency[deepspeed]"] > 0.03 > ratio["framework_compute_efficiency[megatron]"]
-    assert profile.provenance["not_determined"] == ["framework_compute_efficiency[deepspeed]"]
-    assert "framework_compute_efficiency[deepspeed]" not in profile.values
+    assert profile.provenance["not_determined"] == []
+    assert profile.provenance["pooled"] == ["framework_compute_efficiency[deepspeed]"]
     pooled = profile.get("framework_compute_efficiency")
     assert pooled == pytest.approx(math.sqrt(1.3 * 0.75), rel=0.04)
-    assert profile.get("framework_compute_efficiency", "deepspeed") == pooled != 1.0
+    deepspeed = profile.get("framework_compute_efficiency", "deepspeed")
+    assert pooled * 1.02 < deepspeed < 1.3
 
 
 def test_validate_rows_carry_the_framework_and_the_pooled_assumption(catalog):

@@ -105,6 +105,25 @@ def test_without_prefetch_every_zero3_collective_is_exposed():
     assert result.outputs["dp_comm_s"][0] == pytest.approx(micro_batches * units * t_rs, rel=1e-12)
 
 
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_deepspeed_gathers_again_for_the_recomputed_forward_fsdp_does_not(recompute):
+    # Nothing hidden (no prefetch): FSDP gathers each unit once forward and once backward; DeepSpeed's
+    # forward hooks gather it again for the recomputed forward of activation checkpointing
+    # (vocabulary.ZERO3_REGATHER_ON_RECOMPUTE), 3 gathers per unit with full recompute, 2 without.
+    profile = default_profile().with_values(zero3_prefetch_units=0.0)
+    workload, gpus = get_workload("gpt3-1.3b"), cluster(32)
+    plan = dict(dp=32, micro_batch=2, global_batch=256, zero=3, recompute=RECOMPUTE_CODES[recompute])
+    gathers = {}
+    for framework in ("fsdp", "deepspeed"):
+        result = run_chain(workload, gpus, one_plan(**plan), profile=profile, framework=framework, **SETTINGS)
+        steps = result.steps
+        per_gather = (steps["compute"]["micro_batches"][0] * steps["compute"]["stage_layers"][0]
+                      * steps["dp_comm"]["t_zero3_gather"][0])
+        gathers[framework] = result.outputs["zero_gather_s"][0] / per_gather
+    assert gathers["fsdp"] == pytest.approx(2.0, rel=1e-12)
+    assert gathers["deepspeed"] == pytest.approx(3.0 if recompute == "full" else 2.0, rel=1e-12)
+
+
 def test_a_unit_gather_is_the_all_gather_of_its_parameters_in_buckets():
     profile = default_profile()
     workload, gpus = get_workload("gpt3-13b"), cluster(64)

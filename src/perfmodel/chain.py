@@ -26,7 +26,7 @@ from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.vocabulary import FULL_PRECISIONS
+from perfmodel.vocabulary import FULL_PRECISIONS, ZERO3_REGATHER_ON_RECOMPUTE
 from perfmodel.workloads.ops import unique_plan_shapes
 
 # the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
@@ -336,12 +336,15 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
 
     With ``zero3_prefetch_units`` >= 1 the next unit's all-gather runs under the current unit's
     compute (forward: ``A`` under ``t_f``; backward: all-gather + reduce-scatter ``A + R`` under
-    ``t_b``), each hiding under ``zero3_overlap x dp_overlap`` of it
-    (:func:`exposed_communication`); the first unit's gathers and the last reduce-scatter have
-    nothing to hide under.  Per micro-batch::
+    ``t_b`` plus the unit's recomputed forward ``t_r``), each hiding under
+    ``zero3_overlap x dp_overlap`` of it (:func:`exposed_communication`); the first unit's gathers
+    and the last reduce-scatter have nothing to hide under.  A framework that gathers a unit again
+    for its recomputed forward (:data:`~perfmodel.vocabulary.ZERO3_REGATHER_ON_RECOMPUTE`:
+    DeepSpeed) gathers ``A_b = (1 + r) A`` in the backward pass, ``r`` the recomputed share of the
+    layers; others ``A_b = A``.  Per micro-batch::
 
         forward  = A + (n - 1) X(A, h t_f)
-        backward = A + (n - 1) X(A + R, h t_b) + R
+        backward = A_b + (n - 1) X(A_b + R, h (t_b + t_r)) + R
 
     and a pipeline runs ``m + (pp - 1)/vp`` micro-batch slots, bubble included.  Without prefetch
     (0 units) every collective is exposed.  Returns ``zero3_gather_s`` (all-gathers) and
@@ -360,10 +363,12 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     prefetch = profile.get("zero3_prefetch_units") >= 1.0
     hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")
     interference = profile.get("overlap_interference")
-    t_f, t_b = so_far["t_fwd"] / units, so_far["t_bwd"] / units
+    t_f, t_b = so_far["t_fwd"] / units, (so_far["t_bwd"] + so_far["t_recompute"]) / units
+    regather = inputs.framework in ZERO3_REGATHER_ON_RECOMPUTE
+    t_ag_b = t_ag * (1.0 + regather * so_far["recompute_share"])
     forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference)
-    backward_gather = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_b, interference)
-    backward = t_ag + (units - 1.0) * exposed_communication(t_ag + t_rs, hide * t_b, interference) + t_rs
+    backward_gather = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b, hide * t_b, interference)
+    backward = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b + t_rs, hide * t_b, interference) + t_rs
     slots = so_far["micro_batches"] + (inputs.degree("pp") - 1.0) / inputs.degree("vp")
     zero3 = inputs.plans["zero"] == 3
     return {"t_zero3_gather": t_ag, "t_zero3_scatter": t_rs,

@@ -11,6 +11,7 @@ import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS",
+           "ZERO3_REGATHER_ON_RECOMPUTE",
            "framework_from_text"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -53,6 +54,14 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   tensorflow, jax other TensorFlow or JAX training code
 FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "pytorch",
               "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
+
+# Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
+# activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
+# pre_sub_module_forward_function) fire during the recomputation inside the backward pass and its
+# post-forward hooks release the parameters again (deepspeedai/DeepSpeed issue #4784, 2023).
+# PyTorch FSDP keeps the parameters it unsharded in its pre-backward hook through the recomputation
+# (its post-forward reshard is skipped in the backward pass), so FSDP-based stacks are not listed.
+ZERO3_REGATHER_ON_RECOMPUTE = ("deepspeed",)
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
 # (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the

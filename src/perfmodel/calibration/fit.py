@@ -28,11 +28,14 @@ the posterior at the solution, (J^T J / s^2 + prior precision)^-1 with s^2 the r
 variance (delta method back to parameter units).  A value whose posterior is not at most half as
 wide as its prior is *not determined* by the rows: it stays at its prior (the stage is refitted
 without it) and is listed in the profile's ``provenance['not_determined']``, with every value's
-posterior/prior width ratio in ``provenance['identifiability']``.  A group's value the rows do
-not determine is treated like a group with no rows: when the parameter is pooled (at least two
-determined groups, no sourced per-group defaults) it takes the pooled value, not the bare prior
--- a framework with three rows that cannot separate its kernels' speed from its communication
-is predicted like the typical framework.
+posterior/prior width ratio in ``provenance['identifiability']``.  A group's value its rows do
+not determine on their own is *partially pooled* when the parameter pools (at least two
+determined groups, no sourced per-group defaults): it is refitted on its rows with its prior
+centred on the median of the determined groups instead of the declared default (a hierarchical
+prior, Gelman et al., *Bayesian Data Analysis*, Ch. 5), so a framework with three rows is the
+typical framework moved as far as those rows pull it, and a group whose rows carry no
+information at all stays at the typical value.  Such values are listed in
+``provenance['pooled']``.
 """
 
 from __future__ import annotations
@@ -161,15 +164,15 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()
             uncertainty[name] = float(values[name] * logs.std(ddof=1))
 
 
-def _pooled_centre(key: str, fitted: dict[str, float], determined: list[str], prior: float) -> float:
-    """Where an undetermined ``key`` is held while the stage is refitted: the median (log space) of
-    the determined groups of its parameter when :func:`pool_groups` would pool them (two or more,
-    no sourced per-group defaults), else its prior."""
+def _pooled_centre(key: str, fitted: dict[str, float], determined: list[str]) -> float | None:
+    """The prior centre of an undetermined group ``key`` under partial pooling: the median (log
+    space) of the determined groups of its parameter when :func:`pool_groups` would pool them (two
+    or more, no sourced per-group defaults); None when it does not pool (the key keeps its prior)."""
     name, group = split_key(key)
     if group is None or PARAMETERS[name].group_defaults:
-        return prior
+        return None
     others = [fitted[k] for k in determined if split_key(k)[0] == name and split_key(k)[1] is not None]
-    return float(np.exp(np.median(np.log(others)))) if len(others) >= 2 else prior
+    return float(np.exp(np.median(np.log(others)))) if len(others) >= 2 else None
 
 
 def _transform(parameter):
@@ -309,6 +312,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
     values, uncertainty, summary = dict(profile.values), dict(profile.uncertainty), {}
     identifiability: dict[str, float] = {}
     not_determined: list[str] = []
+    pooled: list[str] = []
     for stage, kinds, names in stages:
         rows = measurements[measurements["kind"].isin(kinds)]
         names = [n for n in names if n in PARAMETERS and (wanted is None or n in wanted)]
@@ -323,19 +327,25 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         fitted, std, ratio, prior, result = _fit_stage(rows, keys, current, catalog)
         undetermined = [key for key in keys if not ratio[key] <= DETERMINED_RATIO]
         if undetermined:
-            # keep what the rows cannot pin down at its prior, and fit the rest without it
-            for key in undetermined:
-                fitted[key] = _pooled_centre(key, fitted, [k for k in keys if k not in undetermined], prior[key])
-                std[key] = _prior_sd(key, prior[key])
+            # what the rows cannot pin down on their own: a pooling group is refitted with its prior
+            # centred on the determined groups' median; anything else stays at its prior
             determined = [key for key in keys if key not in undetermined]
-            if determined:
-                fixed = current.model_copy(update={"values": {**values, **fitted}})
+            centres = {key: _pooled_centre(key, fitted, determined) for key in undetermined}
+            stage_pooled = {key: centre for key, centre in centres.items() if centre is not None}
+            undetermined = [key for key in undetermined if key not in stage_pooled]
+            for key in undetermined:
+                fitted[key] = prior[key]
+                std[key] = _prior_sd(key, prior[key])
+            refit = determined + list(stage_pooled)
+            if refit:
+                fixed = current.model_copy(update={"values": {**values, **fitted, **stage_pooled}})
                 refitted, restd, reratio, _, result = _fit_stage(
-                    rows, determined, fixed, catalog, prior={key: prior[key] for key in determined},
+                    rows, refit, fixed, catalog, prior={**{key: prior[key] for key in determined}, **stage_pooled},
                     max_evaluations=REFIT_EVALUATIONS)
                 fitted.update(refitted)
                 std.update(restd)
-                ratio.update(reratio)
+                ratio.update({key: reratio[key] for key in determined})  # a pooled key keeps the ratio that pooled it
+            pooled += list(stage_pooled)
         values.update(fitted)
         uncertainty.update(std)
         identifiability.update(ratio)
@@ -346,8 +356,8 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         summary[stage] = {"rows": int(len(rows)), "parameters": len(keys),
                           "mape_before": float(before.mean()), "mape_after": float(after_ape.mean()),
                           "evaluations": int(result.nfev), "converged": bool(result.success)}
-    pool_groups(values, uncertainty, skip=set(not_determined))
-    for key in not_determined:  # an undetermined group follows its parameter's pooled value
+    pool_groups(values, uncertainty, skip=set(not_determined) | set(pooled))
+    for key in not_determined:  # an undetermined group of a pooled parameter follows the pooled value
         name, group = split_key(key)
         if group is not None and not PARAMETERS[name].group_defaults and name in values:
             values.pop(key, None)
@@ -361,6 +371,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
         "stages": summary,
         "identifiability": {key: round(float(value), 4) for key, value in sorted(identifiability.items())},
         "not_determined": sorted(not_determined),
+        "pooled": sorted(pooled),
         "method": "scipy.optimize.least_squares (trf) on log(predicted/measured) with log-normal priors",
     }
     return CalibrationProfile(values=values, uncertainty=uncertainty, provenance=provenance)
