@@ -233,3 +233,15 @@ def test_shipped_training_rows_state_their_framework_and_the_software_it_came_fr
                 "composer": "Composer", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
     for framework, rows in train.groupby("framework"):
         assert rows["software"].str.contains(language[framework]).all(), framework
+
+
+def test_calibrate_table_says_where_each_value_comes_from():
+    from perfmodel.cli.calibrate import _value_source
+
+    provenance = {"not_determined": ["dp_overlap"], "pooled": ["framework_compute_efficiency[deepspeed]"],
+                  "identifiability": {"dp_overlap": 0.9, "framework_compute_efficiency[deepspeed]": 0.7,
+                                      "framework_compute_efficiency[megatron]": 0.1}}
+    assert _value_source("dp_overlap", provenance).startswith("prior")
+    assert "partially pooled" in _value_source("framework_compute_efficiency[deepspeed]", provenance)
+    assert _value_source("framework_compute_efficiency[megatron]", provenance) == "rows"
+    assert _value_source("framework_compute_efficiency", provenance) == "median of its groups"

@@ -77,9 +77,9 @@ def run(args) -> int:
         print_json({"values": profile.values, "uncertainty": profile.uncertainty,
                     "provenance": profile.provenance, "cross_validation": cv_summary})
         return 0
-    rows = [{"parameter": key, "value": value, "std_error": profile.uncertainty.get(key)}
-            for key, value in sorted(profile.values.items())]
-    print_table(rows, ["parameter", "value", "std_error"])
+    rows = [{"parameter": key, "value": value, "std_error": profile.uncertainty.get(key),
+             "source": _value_source(key, profile.provenance)} for key, value in sorted(profile.values.items())]
+    print_table(rows, ["parameter", "value", "std_error", "source"])
     for stage, info in profile.provenance.get("stages", {}).items():
         print(f"stage {stage}: {info['rows']} rows, {info['parameters']} values, "
               f"MAPE {info['mape_before']:.1%} -> {info['mape_after']:.1%}")
@@ -90,6 +90,20 @@ def run(args) -> int:
     if args.output:
         print(f"\nwrote {args.output}")
     return 0
+
+
+def _value_source(key: str, provenance: dict) -> str:
+    """Where a fitted profile's value comes from: its rows, its prior (the rows do not determine it),
+    its rows shrunk towards the typical group (partially pooled), or the median of the groups."""
+    from perfmodel.profile import split_key
+
+    if key in provenance.get("not_determined", ()):
+        return "prior (rows do not determine it)"
+    if key in provenance.get("pooled", ()):
+        return "rows + typical group (partially pooled)"
+    if key not in provenance.get("identifiability", {}) and split_key(key)[1] is None:
+        return "median of its groups"
+    return "rows"
 
 
 def _nothing_fitted(measurements, catalog, files) -> str:
