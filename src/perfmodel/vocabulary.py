@@ -59,8 +59,9 @@ FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan",
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
 # pre_sub_module_forward_function) fire during the recomputation inside the backward pass and its
 # post-forward hooks release the parameters again (deepspeedai/DeepSpeed issue #4784, 2023).
-# PyTorch FSDP keeps the parameters it unsharded in its pre-backward hook through the recomputation
-# (its post-forward reshard is skipped in the backward pass), so FSDP-based stacks are not listed.
+# ASSUMPTION for the FSDP-based stacks (fsdp, composer, torchtitan), not listed: PyTorch FSDP's
+# pre-backward hook unshards a layer before its recomputation runs, and the recomputed forward
+# reuses those parameters instead of gathering them again (not verified against a trace here).
 ZERO3_REGATHER_ON_RECOMPUTE = ("deepspeed",)
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
