@@ -169,10 +169,11 @@ def _pooled_centre(key: str, fitted: dict[str, float], determined: list[str]) ->
     space) of the determined groups of its parameter when :func:`pool_groups` would pool them (two
     or more, no sourced per-group defaults); None when it does not pool (the key keeps its prior)."""
     name, group = split_key(key)
-    if group is None or PARAMETERS[name].group_defaults:
+    if group is None:
         return None
-    others = [fitted[k] for k in determined if split_key(k)[0] == name and split_key(k)[1] is not None]
-    return float(np.exp(np.median(np.log(others)))) if len(others) >= 2 else None
+    siblings = {k: fitted[k] for k in determined if split_key(k)[0] == name and split_key(k)[1] is not None}
+    pool_groups(siblings, {})  # the same median as the profile's pooled value
+    return siblings.get(name)
 
 
 def _transform(parameter):
