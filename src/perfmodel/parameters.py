@@ -112,7 +112,8 @@ _TABLE = (
     Parameter(
         name="gemm_power_activity", default=0.2, low=0.01, high=1.0, unit="fraction of worst-case power",
         description="power a dense GEMM draws as a share of the load the base clock is rated for; sustained "
-                    "clock = min(boost, base x a^(-1/3))",
+                    "clock = min(boost, base x (a d)^(-1/3)), d the share of the time the GPU is busy (1 in a "
+                    "training step; kernel / call for a timed call with its per-call floor)",
         source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
                "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
                "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),

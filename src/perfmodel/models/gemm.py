@@ -24,6 +24,13 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   worst-case power at equal clock holds ``f = min(boost, base a^(-1/3))``: a 70 W T4
   (585/1590 MHz) or a 72 W L4 (795/2040 MHz) cannot hold its boost clock, a 250 W V100
   (1245/1380 MHz) can.  ``a`` is one fitted number for all GPUs, not a knob per GPU model.
+  A timed call leaves the GPU idle during its per-call floor, and the power limiter acts on the
+  board's average power (NVIDIA GPU Boost: the clock follows the power drawn over a window much
+  longer than one short kernel), so a kernel busy only the share ``d = kernel / call`` of the time
+  draws ``a d`` on average and holds ``base (a d)^(-1/3)``: short synchronised calls run near
+  boost, long ones at the sustained clock (idle power neglected; one fixed-point step: the kernel
+  is timed at the continuous-load clock, then again at the clock its duty cycle allows).  A
+  training step keeps the GPU busy (``d = 1``).
   ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
   hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
 - **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call.  The
@@ -47,7 +54,7 @@ from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 __all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
-           "gemm_call_time", "gemm_parameters", "gpu_time", "linear_share"]
+           "gemm_call_time", "duty_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
 """Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
@@ -140,11 +147,30 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=Fa
     }
 
 
-def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, **kernel):
+def duty_clock_gain(duty, base_over_boost, power_activity):
+    """Clock of a GPU busy the share ``duty`` of the time over its clock under continuous load:
+    ``sustained_clock_ratio`` at power ``a duty`` over the same at ``a`` (>= 1; 1 when the GPU
+    holds boost anyway or its base clock is unknown).  Broadcasts."""
+    duty = np.clip(duty, 1e-6, 1.0)
+    return (sustained_clock_ratio(base_over_boost, 1.0, np.multiply(power_activity, duty))
+            / sustained_clock_ratio(base_over_boost, 1.0, power_activity))
+
+
+def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, base_over_boost=np.nan, power_activity=1.0,
+                   **kernel):
     """Seconds of one call: ``(floor_s^p + kernel^p)^(1/p)`` with ``p = overlap`` >= 1 and the
-    kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns)."""
+    kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns,
+    whose ``peak_flops`` is the continuous-load rate).  With a floor the GPU idles part of each
+    call and the kernel runs at the faster clock of its duty cycle (:func:`duty_clock_gain`, from
+    the GPU's ``base_over_boost`` clock ratio and ``power_activity``)."""
+    def call(kernel_s):
+        return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
+
     kernel_s = gemm_kernel_time(m, n, k, batch, **kernel)
-    return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
+    if np.all(np.asarray(floor_s) <= 0.0) or np.all(np.isnan(base_over_boost)):
+        return call(kernel_s)
+    gain = duty_clock_gain(kernel_s / call(kernel_s), base_over_boost, power_activity)
+    return call(gemm_kernel_time(m, n, k, batch, **{**kernel, "peak_flops": np.multiply(kernel["peak_flops"], gain)}))
 
 
 def linear_share(gpu: GPU, dtype: str, profile: CalibrationProfile) -> float:
@@ -160,5 +186,8 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
     ``include_floor=False``: the kernel alone; ``linear`` (bool, broadcasts): an nn.Linear call,
     at :func:`linear_share` of the rate."""
     floor = profile.get("gemm_call_floor") if include_floor else 0.0
+    known = gpu.base_clock_hz is not None and gpu.boost_clock_hz is not None
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
+                          base_over_boost=gpu.base_clock_hz / gpu.boost_clock_hz if known else np.nan,
+                          power_activity=profile.get("gemm_power_activity"),
                           **gemm_parameters(gpu, dtype, profile, linear))
