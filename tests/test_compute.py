@@ -269,7 +269,7 @@ def test_precision_errors_are_clear(gpu, precision, words):
 def test_parameters_are_documented():
     for name in ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
                  "gemm_k_overhead", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency", "gemm_power_activity",
-                 "gemm_call_floor", "gemm_floor_overlap", "attention_efficiency", "conv_efficiency",
+                 "gemm_call_floor", "gemm_linear_call_overhead", "gemm_floor_overlap", "attention_efficiency", "conv_efficiency",
                  "memory_efficiency", "kernel_launch_overhead", "host_dispatch_time"):
         parameter = PARAMETERS[name]
         assert parameter.source and parameter.unit and parameter.description

@@ -204,7 +204,8 @@ def test_an_nn_linear_call_runs_at_its_share_of_the_plain_gemm_only_in_fp32(m, n
     """gemm_linear_efficiency scales an fp32 nn.Linear row's kernel rate against the same shape as a
     plain GEMM (a lower share is never faster, 1 is the same call); tensor-core dtypes ignore it."""
     gpu = load_catalog().gpu("P100-PCIe-16GB" if dtype == "fp32" else "A100-SXM4-80GB")
-    profile = CalibrationProfile(values={f"gemm_linear_efficiency[{gpu.architecture}]": share})
+    profile = CalibrationProfile(values={f"gemm_linear_efficiency[{gpu.architecture}]": share,
+                                         "gemm_linear_call_overhead": 0.0})
     plain = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile)
     linear = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, linear=True)
     if dtype != "fp32" or share == 1.0:
@@ -219,3 +220,16 @@ def test_an_nn_linear_call_runs_at_its_share_of_the_plain_gemm_only_in_fp32(m, n
     assert timed[0] == pytest.approx(linear * 1e6, rel=1e-9) and timed[1] == pytest.approx(plain * 1e6, rel=1e-9)
     # op is free text: the word names nn.Linear however it is written, a longer word does not
     assert timed[2] == pytest.approx(linear * 1e6, rel=1e-9) and timed[3] == pytest.approx(plain * 1e6, rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dims, dims, dims, st.floats(0.0, 1e-4), st.sampled_from(["fp32", "bf16"]))
+def test_an_nn_linear_call_pays_its_module_overhead_once_in_the_floor(m, n, k, overhead, dtype):
+    gpu = load_catalog().gpu("V100-PCIe-32GB" if dtype == "fp32" else "A100-SXM4-80GB")  # both hold boost
+    profile = CalibrationProfile(values={f"gemm_linear_efficiency[{gpu.architecture}]": 1.0,
+                                         "gemm_linear_call_overhead": overhead})
+    plain = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile)
+    linear = gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, linear=True)
+    assert plain * (1 - 1e-12) <= linear <= plain + overhead * (1 + 1e-9)
+    assert gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, include_floor=False, linear=True) == pytest.approx(
+        gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, include_floor=False), rel=1e-12)  # the kernel alone: none

@@ -131,6 +131,13 @@ _TABLE = (
         source="sitar-lab/NeuSight training split: the smallest nn.Linear/bmm calls take 34-56 us on every "
                "GPU measured; prior 30 us, fitted by calibrate on the GEMM rows"),
     Parameter(
+        name="gemm_linear_call_overhead", default=1e-5, low=0.0, high=1e-4, unit="s",
+        description="host time an nn.Linear call adds to gemm_call_floor over a plain matmul/bmm call "
+                    "(Module.__call__, F.linear, addmm's bias argument); only timed single calls pay it",
+        source="ASSUMPTION, prior 10 us: a few Python-level calls at a few us each; the NeuSight training "
+               "split's smallest nn.Linear calls take about 1.6x as long as its smallest torch.bmm calls on "
+               "every GPU measured; fitted by calibrate on the GEMM rows"),
+    Parameter(
         name="attention_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
         description="rate of a fused (flash) attention kernel relative to a cuBLAS GEMM of its shape "
                     "(perfmodel.models.gemm)",

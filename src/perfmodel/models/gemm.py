@@ -33,7 +33,8 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   training step keeps the GPU busy (``d = 1``).
   ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
   hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
-- **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call.  The
+- **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call; an
+  nn.Linear call adds the module's Python path (``gemm_linear_call_overhead``).  The
   host dispatches the next call while the GPU runs the last one, so the two overlap partly: one
   call takes ``(floor^p + kernel^p)^(1/p)`` -- ``p = 1`` no overlap (sum), large ``p`` full
   overlap (max); ``p`` is fitted.  Known miss: how much the floor overlaps depends on how the
@@ -184,8 +185,9 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
              linear=False):
     """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters;
     ``include_floor=False``: the kernel alone; ``linear`` (bool, broadcasts): an nn.Linear call,
-    at :func:`linear_share` of the rate."""
-    floor = profile.get("gemm_call_floor") if include_floor else 0.0
+    at :func:`linear_share` of the rate, whose floor adds ``gemm_linear_call_overhead``."""
+    floor = (profile.get("gemm_call_floor") + np.where(linear, profile.get("gemm_linear_call_overhead"), 0.0)
+             if include_floor else 0.0)
     known = gpu.base_clock_hz is not None and gpu.boost_clock_hz is not None
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
                           base_over_boost=gpu.base_clock_hz / gpu.boost_clock_hz if known else np.nan,
