@@ -91,16 +91,18 @@ def test_sustained_clock_under_the_power_limit():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.floats(0.05, 1.0), st.floats(1e-3, 1.0), st.floats(0.01, 1.0))
-def test_an_idle_share_of_each_call_buys_clock_up_to_boost(base_over_boost, duty, activity):
-    gain = gemm.duty_clock_gain(duty, base_over_boost, activity)
-    continuous = gemm.sustained_clock_ratio(base_over_boost, 1.0, activity)
-    assert gain >= 1.0 - 1e-12
-    assert gain * continuous <= 1.0 + 1e-12                          # never above boost
-    assert gemm.duty_clock_gain(1.0, base_over_boost, activity) == pytest.approx(1.0)  # busy all the time
-    assert gemm.duty_clock_gain(duty / 2, base_over_boost, activity) >= gain * (1 - 1e-12)  # more idle, faster
-    if continuous * duty ** (-1 / 3) < 1.0:                          # below boost: the cube law exactly
-        assert gain == pytest.approx(duty ** (-1 / 3), rel=1e-9)
+@given(st.floats(0.05, 1.0), st.floats(1e-7, 10.0), st.floats(1e-4, 1.0), st.floats(0.01, 1.0))
+def test_a_kernel_after_idle_runs_between_its_sustained_and_its_boost_clock(base_over_boost, kernel_s, window_s,
+                                                                            activity):
+    gain = gemm.transient_clock_gain(kernel_s, window_s, base_over_boost, activity)
+    sustained = gemm.sustained_clock_ratio(base_over_boost, 1.0, activity)
+    assert 1.0 - 1e-12 <= gain and gain * sustained <= 1.0 + 1e-9      # never below sustained, never above boost
+    assert gemm.transient_clock_gain(2 * kernel_s, window_s, base_over_boost, activity) <= gain * (1 + 1e-12)  # longer: slower
+    # limits: a very short kernel at boost, a very long one at the sustained clock
+    assert gemm.transient_clock_gain(window_s * 1e-6, window_s, base_over_boost, activity) * sustained == pytest.approx(
+        1.0, rel=1e-5)
+    assert gemm.transient_clock_gain(window_s * 1e6, window_s, base_over_boost, activity) == pytest.approx(
+        1.0, abs=1e-5 / sustained)
 
 
 @settings(max_examples=100, deadline=None)
@@ -110,22 +112,24 @@ def test_a_timed_call_on_a_power_limited_card_is_between_the_sustained_and_the_b
     parameters = gemm.gemm_parameters(t4, "fp32", PROFILE)
     floor_s, overlap = 5e-5, 1.3
     sustained = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap, **parameters)
-    duty = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap,
-                               base_over_boost=t4.base_clock_hz / t4.boost_clock_hz,
-                               power_activity=PROFILE.get("gemm_power_activity"), **parameters)
+    timed = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap,
+                                base_over_boost=t4.base_clock_hz / t4.boost_clock_hz,
+                                power_activity=PROFILE.get("gemm_power_activity"),
+                                boost_window_s=PROFILE.get("gemm_boost_window"), **parameters)
     boost = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap,
                                 **{**parameters, "peak_flops": t4.peak("fp32")})  # the boost clock
-    assert boost * (1 - 1e-12) <= duty <= sustained * (1 + 1e-12)
+    assert boost * (1 - 1e-12) <= timed <= sustained * (1 + 1e-12)
 
 
-def test_a_gpu_that_holds_boost_gains_nothing_from_idle_time():
+def test_a_gpu_that_holds_boost_gains_nothing_after_idle():
     v100 = CATALOG.gpu("V100-PCIe-32GB")                             # 250 W, 1245/1380 MHz
     parameters = gemm.gemm_parameters(v100, "fp32", PROFILE)
     m, n, k = np.array([64, 1024, 8192]), np.array([64, 1024, 8192]), np.array([64, 1024, 8192])
     plain = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3, **parameters)
-    duty = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3, power_activity=PROFILE.get("gemm_power_activity"),
-                               base_over_boost=v100.base_clock_hz / v100.boost_clock_hz, **parameters)
-    np.testing.assert_allclose(duty, plain, rtol=1e-12)
+    timed = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3, power_activity=PROFILE.get("gemm_power_activity"),
+                                base_over_boost=v100.base_clock_hz / v100.boost_clock_hz, boost_window_s=1e-3,
+                                **parameters)
+    np.testing.assert_allclose(timed, plain, rtol=1e-12)
 
 
 def test_vectorized_over_many_rows():

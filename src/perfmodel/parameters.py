@@ -58,8 +58,9 @@ _TABLE = (
     # --- Compute (kernel model perfmodel.models.gemm; op timing perfmodel.models.compute)
     Parameter(
         name="gemm_cuda_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
-        description="share of the sustained-clock FP32 CUDA-core peak that the inner loop of a large SGEMM "
-                    "tile reaches (before the tile-edge, wave and pipeline-fill costs)",
+        description="share of the sustained-clock FP32 CUDA-core peak that the inner loop of the largest SGEMM "
+                    "tile (256x128) reaches; smaller tiles lose the tile-edge cost, every shape the wave and "
+                    "pipeline-fill costs",
         source="prior: cuBLAS SGEMM reaches about 80-90 % of the FP32 peak on large squares (kernel.csv "
                "rows and NVIDIA Matrix Multiplication Background User's Guide, Fig. 'performance vs. "
                "size'); fitted per architecture by calibrate on the NeuSight GEMM rows",
@@ -76,7 +77,8 @@ _TABLE = (
         per="architecture", prior_log_sigma=0.3),
     Parameter(
         name="gemm_tensor_core_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction of clock-scaled peak",
-        description="share of the sustained-clock tensor-core peak that the inner loop of a large tile reaches",
+        description="share of the sustained-clock tensor-core peak that the inner loop of the largest tile "
+                    "(256x128) reaches",
         source="stas00/ml-engineering compute/accelerator/README.md @ 744d01e (MAMF table): large bf16 "
                "GEMMs reach 0.87 of the A100 peak (271.2 of 312 TFLOP/s) and 0.80 of the H100 SXM peak; "
                "fitted per architecture by calibrate on kernel.csv",
@@ -84,7 +86,8 @@ _TABLE = (
     Parameter(
         name="gemm_tile_edge_cost", default=8.0, low=0.0, high=128.0, unit="elements",
         description="operand-load cost of a thread-block tile: its inner-loop rate is "
-                    "eta / (1 + c (1/tm + 1/tn)), c in elements",
+                    "eta (1 + c e_L) / (1 + c (1/tm + 1/tn)), c in elements, e_L = 1/256 + 1/128 (the largest "
+                    "tile, whose rate is eta)",
         source="CUTLASS 'Efficient GEMM in CUDA': a tm x tn block loads (tm + tn) elements per k step for "
                "tm tn FMAs; prior 8 (a 128x128 tile then loses 11 %), fitted by calibrate"),
     Parameter(
@@ -112,11 +115,17 @@ _TABLE = (
     Parameter(
         name="gemm_power_activity", default=0.2, low=0.01, high=1.0, unit="fraction of worst-case power",
         description="power a dense GEMM draws as a share of the load the base clock is rated for; sustained "
-                    "clock = min(boost, base x (a d)^(-1/3)), d the share of the time the GPU is busy (1 in a "
-                    "training step; kernel / call for a timed call with its per-call floor)",
+                    "clock = min(boost, base x a^(-1/3)); a timed call starts nearer boost (gemm_boost_window)",
         source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
                "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
                "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),
+    Parameter(
+        name="gemm_boost_window", default=5e-3, low=1e-4, high=1.0, unit="s",
+        description="time constant of the power limiter: a timed kernel starts at its boost clock and falls to "
+                    "the sustained clock over about this time (mean clock gain 1 + (g - 1)(1 - e^-x)/x, x = "
+                    "kernel / window, g = boost / sustained)",
+        source="ASSUMPTION, prior 5 ms: NVIDIA does not publish the power limiter's response time; fitted by "
+               "calibrate on the GEMM rows"),
     Parameter(
         name="gemm_floor_overlap", default=2.0, low=1.0, high=16.0, unit="exponent",
         description="overlap of the per-call floor with the kernel: call = (floor^p + kernel^p)^(1/p); "

@@ -11,9 +11,10 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   each at 1/slots of its rate (``g = 1``: a small block alone cannot fill an SM; ``g = 0``: it
   can; ``g`` fitted);
   each block does ``2 tm tn (k/s + k0)`` FLOP (``k0``: pipeline fill and epilogue, in elements
-  of k) at the SM's sustained rate times ``eta / (1 + c (1/tm + 1/tn))`` -- a block loads
-  ``(tm + tn)`` operand elements per ``tm tn`` FMAs, so small tiles pay more per FLOP
-  (CUTLASS "Efficient GEMM in CUDA", hierarchical tiling).
+  of k) at the SM's sustained rate times ``eta (1 + c e_L) / (1 + c (1/tm + 1/tn))`` -- a block
+  loads ``(tm + tn)`` operand elements per ``tm tn`` FMAs, so small tiles pay more per FLOP
+  (CUTLASS "Efficient GEMM in CUDA", hierarchical tiling); ``eta`` is the rate of the largest
+  tile (``e_L = 1/256 + 1/128``), the share of peak a large cuBLAS GEMM reaches.
 - **memory time**: operands read once and the output written once (plus the split-k partial
   sums), from L2 when the working set fits there: the hit share ``min(1, L2 / bytes)`` is served
   ``l2_gain`` times faster than DRAM (benchmarks time a kernel repeatedly, so a small working set
@@ -24,13 +25,12 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   worst-case power at equal clock holds ``f = min(boost, base a^(-1/3))``: a 70 W T4
   (585/1590 MHz) or a 72 W L4 (795/2040 MHz) cannot hold its boost clock, a 250 W V100
   (1245/1380 MHz) can.  ``a`` is one fitted number for all GPUs, not a knob per GPU model.
-  A timed call leaves the GPU idle during its per-call floor, and the power limiter acts on the
-  board's average power (NVIDIA GPU Boost: the clock follows the power drawn over a window much
-  longer than one short kernel), so a kernel busy only the share ``d = kernel / call`` of the time
-  draws ``a d`` on average and holds ``base (a d)^(-1/3)``: short synchronised calls run near
-  boost, long ones at the sustained clock (idle power neglected; one fixed-point step: the kernel
-  is timed at the continuous-load clock, then again at the clock its duty cycle allows).  A
-  training step keeps the GPU busy (``d = 1``).
+  That is the clock a long kernel settles at.  A timed call starts from an idle GPU at its boost
+  clock, and the power limiter pulls the clock down to the sustained one with a time constant
+  ``gemm_boost_window`` (fitted; NVIDIA GPU Boost lowers clocks when the power drawn exceeds the
+  limit), so a kernel of length ``t`` runs at the mean clock ``1 + (g - 1)(1 - e^-x)/x`` times the
+  sustained one (``x = t / window``, ``g = boost / sustained``): short calls near boost, long ones
+  at the sustained clock.  A training step keeps the GPU busy: the sustained clock.
   ASSUMPTIONS for incomplete catalog entries: a GPU without a base or boost clock is assumed to
   hold its boost clock (ratio 1); one without an L2 size gets no L2 reuse (all traffic from DRAM).
 - **per-call floor**: host dispatch (framework, launch) and synchronisation of a timed call; an
@@ -55,7 +55,7 @@ from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 __all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
-           "gemm_call_time", "duty_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
+           "gemm_call_time", "transient_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
 """Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
@@ -64,6 +64,10 @@ CUTLASS SGEMM threadblock shapes down to 32x32."""
 
 SPLITS = (1, 2, 4, 8, 16)
 """Split-k factors (CUTLASS split-k serial/parallel reduction)."""
+
+LARGEST_TILE_EDGE = min(1.0 / tm + 1.0 / tn for tm, tn in TILES)
+"""Edge share ``1/tm + 1/tn`` of the largest tile: the efficiencies are that tile's rate, and a
+tile with edge share ``e`` runs at ``(1 + c e_L) / (1 + c e)`` of it."""
 
 REFERENCE_TILE_ELEMENTS = 128 * 128
 """A block of this many outputs fills one SM; smaller blocks share an SM (``slots``)."""
@@ -99,7 +103,8 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
     operands = (m * k + k * n) * input_bytes
     for tm, tn in TILES:
         slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn)) ** small_tile_sharing
-        rate = per_sm * efficiency / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn))
+        rate = (per_sm * efficiency * (1.0 + tile_edge_cost * LARGEST_TILE_EDGE)
+                / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn)))
         blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch
         for split in SPLITS:
             k_split = np.ceil(k / split)
@@ -148,29 +153,33 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=Fa
     }
 
 
-def duty_clock_gain(duty, base_over_boost, power_activity):
-    """Clock of a GPU busy the share ``duty`` of the time over its clock under continuous load:
-    ``sustained_clock_ratio`` at power ``a duty`` over the same at ``a`` (>= 1; 1 when the GPU
-    holds boost anyway or its base clock is unknown).  Broadcasts."""
-    duty = np.clip(duty, 1e-6, 1.0)
-    return (sustained_clock_ratio(base_over_boost, 1.0, np.multiply(power_activity, duty))
-            / sustained_clock_ratio(base_over_boost, 1.0, power_activity))
+def transient_clock_gain(kernel_s, window_s, base_over_boost, power_activity):
+    """Mean clock of a kernel that starts at boost after the GPU idled, over its sustained clock:
+    ``1 + (g - 1)(1 - e^-x)/x`` with ``x = kernel_s / window_s`` and ``g = boost / sustained``
+    (the power limiter pulls the clock from boost to the sustained clock with time constant
+    ``window_s``; the mean of ``g_t = 1 + (g - 1) e^(-t/window)`` over the kernel).  1 when the GPU
+    holds boost anyway or its base clock is unknown; tends to ``g`` for short kernels and to 1 for
+    long ones.  Broadcasts."""
+    sustained = sustained_clock_ratio(base_over_boost, 1.0, power_activity)
+    x = np.maximum(np.divide(kernel_s, window_s), 1e-9)
+    return 1.0 + (1.0 / sustained - 1.0) * -np.expm1(-x) / x
 
 
 def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, base_over_boost=np.nan, power_activity=1.0,
-                   **kernel):
+                   boost_window_s=5e-3, **kernel):
     """Seconds of one call: ``(floor_s^p + kernel^p)^(1/p)`` with ``p = overlap`` >= 1 and the
     kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns,
-    whose ``peak_flops`` is the continuous-load rate).  With a floor the GPU idles part of each
-    call and the kernel runs at the faster clock of its duty cycle (:func:`duty_clock_gain`, from
-    the GPU's ``base_over_boost`` clock ratio and ``power_activity``)."""
+    whose ``peak_flops`` is the sustained rate).  A timed call (``floor_s > 0``) starts from an idle
+    GPU, so its kernel runs at the mean clock of :func:`transient_clock_gain` (from the GPU's
+    ``base_over_boost`` clock ratio, ``power_activity`` and the limiter's ``boost_window_s``; one
+    fixed-point step: the kernel is timed at the sustained clock, then at the clock its length allows)."""
     def call(kernel_s):
         return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
 
     kernel_s = gemm_kernel_time(m, n, k, batch, **kernel)
     if np.all(np.asarray(floor_s) <= 0.0) or np.all(np.isnan(base_over_boost)):
         return call(kernel_s)
-    gain = duty_clock_gain(kernel_s / call(kernel_s), base_over_boost, power_activity)
+    gain = transient_clock_gain(kernel_s, boost_window_s, base_over_boost, power_activity)
     return call(gemm_kernel_time(m, n, k, batch, **{**kernel, "peak_flops": np.multiply(kernel["peak_flops"], gain)}))
 
 
@@ -192,4 +201,5 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
                           base_over_boost=gpu.base_clock_hz / gpu.boost_clock_hz if known else np.nan,
                           power_activity=profile.get("gemm_power_activity"),
+                          boost_window_s=profile.get("gemm_boost_window"),
                           **gemm_parameters(gpu, dtype, profile, linear))
