@@ -6,7 +6,7 @@ Prints, as JSON:
   ``calibrate``) on the other GPUs' rows only -- the error on "a GPU we never measured";
 - ``kfold``: k-fold MAPE (folds of rows, every GPU in every fit);
 - ``fit``: the parameters fitted on all rows, with one standard error each;
-- ``kernel_csv``: MAPE on the 22-row ``kernel.csv`` with the registered defaults and with the
+- ``kernel_csv``: MAPE on the ``kernel.csv`` rows with the registered defaults and with the
   profile fitted on all GEMM rows (NeuSight and kernel.csv).
 
 Fits use every ``--subsample``-th row (deterministic; 1 = all rows); scores use all rows.
