@@ -54,7 +54,8 @@ from perfmodel.hardware.specs import GPU
 from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
-__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "clock_ratio", "gemm_kernel_time",
+__all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "base_over_boost", "clock_ratio",
+           "gemm_kernel_time",
            "gemm_call_time", "transient_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
@@ -119,12 +120,18 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
     return best
 
 
+def base_over_boost(gpu: GPU) -> float:
+    """The catalog's base / boost clock of the GPU; NaN when either is unknown (the clock models
+    then assume it holds boost)."""
+    if gpu.base_clock_hz is None or gpu.boost_clock_hz is None:
+        return np.nan
+    return gpu.base_clock_hz / gpu.boost_clock_hz
+
+
 def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
     """The GPU's sustained / boost clock under a dense GEMM (:func:`sustained_clock_ratio` with the
     catalog's clocks; a missing clock counts as holding boost)."""
-    return float(sustained_clock_ratio(np.nan if gpu.base_clock_hz is None else gpu.base_clock_hz,
-                                       np.nan if gpu.boost_clock_hz is None else gpu.boost_clock_hz,
-                                       profile.get("gemm_power_activity")))
+    return float(sustained_clock_ratio(base_over_boost(gpu), 1.0, profile.get("gemm_power_activity")))
 
 
 def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=False) -> dict:
@@ -197,9 +204,8 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
     at :func:`linear_share` of the rate, whose floor adds ``gemm_linear_call_overhead``."""
     floor = (profile.get("gemm_call_floor") + np.where(linear, profile.get("gemm_linear_call_overhead"), 0.0)
              if include_floor else 0.0)
-    known = gpu.base_clock_hz is not None and gpu.boost_clock_hz is not None
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
-                          base_over_boost=gpu.base_clock_hz / gpu.boost_clock_hz if known else np.nan,
+                          base_over_boost=base_over_boost(gpu),
                           power_activity=profile.get("gemm_power_activity"),
                           boost_window_s=profile.get("gemm_boost_window"),
                           **gemm_parameters(gpu, dtype, profile, linear))
