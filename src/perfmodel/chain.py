@@ -60,15 +60,16 @@ _COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "p
 
 
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
-                    cuda_graphs=False) -> dict[str, np.ndarray]:
-    """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp)."""
+                    cuda_graphs=False, framework=None) -> dict[str, np.ndarray]:
+    """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp); the
+    host dispatches at ``framework``'s ``host_dispatch_time``."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
-    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
-    weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs)[1]  # once per step
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
+    weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs, framework)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
@@ -156,7 +157,8 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     ``framework_compute_efficiency`` (its kernels' speed relative to the kernel model)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
-                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs)
+                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs,
+                        inputs.framework)
     speed = inputs.profile.get("framework_compute_efficiency", inputs.framework)
     c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
@@ -172,7 +174,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
     if inputs.cuda_graphs:  # one graph per micro-batch and pass: its launch is the host floor of the whole pass
-        host = inputs.profile.get("host_dispatch_time")
+        host = inputs.profile.get("host_dispatch_time", inputs.framework)
         t_fwd, t_bwd = np.maximum(t_fwd, host), np.maximum(t_bwd, host)
     ep = expert_parallel(inputs)
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep

@@ -29,12 +29,19 @@ class Parameter:
     per: str | None = None  # None | "architecture" | "link_kind" | "framework"
     prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
     group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
+    poolable: bool = True  # False: a group its rows do not determine keeps the prior, not the groups' median
 
     def __post_init__(self):
         for group, value in (("", self.default), *self.group_defaults):
             if not self.low <= value <= self.high:
                 raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
                                  f"outside [{self.low}, {self.high}]")
+
+    @property
+    def pools(self) -> bool:
+        """Whether a group without rows of its own takes the median of the fitted groups
+        (:func:`perfmodel.calibration.fit.pool_groups`): grouped, poolable, no sourced per-group defaults."""
+        return self.per is not None and self.poolable and not self.group_defaults
 
     def default_for(self, group: str | None = None) -> float:
         """The default for ``group`` (its own default when the physics differs by group), else ``default``."""
@@ -192,16 +199,22 @@ _TABLE = (
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
     Parameter(
-        name="host_dispatch_time", default=5e-6, low=0.0, high=3e-4, unit="s",
-        description="host (framework) time to dispatch the kernel of one modelled op (an op of the op tables "
+        name="host_dispatch_time", default=1e-5, low=0.0, high=3e-4, unit="s",
+        description="host (framework) time to dispatch the kernels of one modelled op (an op of the op tables "
                     "stands for one to a few framework kernels); the host dispatches asynchronously, so a pass "
                     "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
-                    "short kernels is host-bound",
-        source="ASSUMPTION, prior 5 us: PyTorch eager dispatch plus cudaLaunchKernel (A. Gray, 'Getting "
-               "Started with CUDA Graphs', NVIDIA blog, 2019, puts the bare launch at a few us); the NeuSight "
-               "training split's smallest timed nn.Linear calls take 34-56 us each (synchronised); the bound "
-               "300 us allows a modelled op (e.g. unfused attention: two batched GEMMs, a softmax, a dropout) "
-               "to stand for a few framework kernels of that order; fitted by calibrate on training rows"),
+                    "short kernels is host-bound.  A trait of the software stack (how many kernels it launches "
+                    "per op and what each costs its runtime), so it is fitted per framework and does not pool: a "
+                    "framework whose rows are never host-bound keeps the prior instead of inheriting the value "
+                    "fitted on another stack's host-bound rows",
+        source="ASSUMPTION, prior 10 us: PyTorch eager dispatch plus cudaLaunchKernel (A. Gray, 'Getting "
+               "Started with CUDA Graphs', NVIDIA blog, 2019, puts the bare launch at a few us) for the one to "
+               "three kernels a modelled op stands for; this project's own fit of the NeuSight GEMM rows puts "
+               "the module path of an nn.Linear call at 12.6 us over a bare torch.bmm call "
+               "(gemm_linear_call_overhead); the bound 300 us allows a modelled op (e.g. unfused attention: two "
+               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime; fitted per "
+               "framework by calibrate on training rows",
+        per="framework", poolable=False),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

@@ -30,7 +30,7 @@ wide as its prior is *not determined* by the rows: it stays at its prior (the st
 without it) and is listed in the profile's ``provenance['not_determined']``, with every value's
 posterior/prior width ratio in ``provenance['identifiability']``.  A group's value its rows do
 not determine on their own is *partially pooled* when the parameter pools (at least two
-determined groups, no sourced per-group defaults): it is refitted on its rows with its prior
+determined groups, :attr:`~perfmodel.parameters.Parameter.pools`): it is refitted on its rows with its prior
 centred on the median of the determined groups instead of the declared default (a hierarchical
 prior, Gelman et al., *Bayesian Data Analysis*, Ch. 5), so a framework with three rows is the
 typical framework moved as far as those rows pull it, and a group whose rows carry no
@@ -145,7 +145,7 @@ def parameter_keys(names, rows, catalog) -> list[str]:
 
 
 def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()) -> None:
-    """Partial pooling: a grouped parameter without sourced per-group defaults gets an ungrouped
+    """Partial pooling: a grouped parameter that pools (:attr:`~perfmodel.parameters.Parameter.pools`) gets an ungrouped
     value, the median of its fitted groups in log space (uncertainty: their standard deviation),
     which :meth:`CalibrationProfile.get` uses for groups with no rows of their own (a new GPU
     architecture is then predicted like the typical known one, not by the bare prior).  The median,
@@ -156,7 +156,7 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()
     by_name: dict[str, list[float]] = {}
     for key, value in values.items():
         name, group = split_key(key)
-        if key not in skip and group is not None and not PARAMETERS[name].group_defaults and value > 0:
+        if key not in skip and group is not None and PARAMETERS[name].pools and value > 0:
             by_name.setdefault(name, []).append(value)
     for name, group_values in by_name.items():
         if len(group_values) >= 2:
@@ -168,7 +168,7 @@ def pool_groups(values: dict[str, float], uncertainty: dict[str, float], skip=()
 def _pooled_centre(key: str, fitted: dict[str, float], determined: list[str]) -> float | None:
     """The prior centre of an undetermined group ``key`` under partial pooling: the median (log
     space) of the determined groups of its parameter when :func:`pool_groups` would pool them (two
-    or more, no sourced per-group defaults); None when it does not pool (the key keeps its prior)."""
+    or more, a parameter that pools); None when it does not pool (the key keeps its prior)."""
     name, group = split_key(key)
     if group is None:
         return None
@@ -361,7 +361,7 @@ def calibrate(measurements, params=None, profile: CalibrationProfile | None = No
     pool_groups(values, uncertainty, skip=set(not_determined) | set(pooled))
     for key in not_determined:  # an undetermined group of a pooled parameter follows the pooled value
         name, group = split_key(key)
-        if group is not None and not PARAMETERS[name].group_defaults and name in values:
+        if group is not None and PARAMETERS[name].pools and name in values:
             values.pop(key, None)
             uncertainty.pop(key, None)
     provenance = {

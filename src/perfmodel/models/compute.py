@@ -191,7 +191,7 @@ def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: Calibrat
 
 def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
              sustained: float = 1.0, cuda_graphs: bool = False,
-             host_floor: bool = True) -> tuple[np.ndarray, np.ndarray]:
+             host_floor: bool = True, framework: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
     Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
@@ -200,7 +200,8 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
     ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
     and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
-    bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``host_dispatch_time``:
+    bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``framework``'s
+    ``host_dispatch_time`` (None: a framework not stated, the parameter's prior):
     the host dispatches kernels one by one, so a kernel shorter than that leaves the GPU waiting
     (launch-bound); with ``cuda_graphs`` the graph replays them without the host and that floor is
     0.  ``host_floor=False`` gives the GPU's own seconds, for a sequence of ops timed by
@@ -212,8 +213,9 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``gpu.architecture``.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
-    host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time")
-    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor)
+    host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time", framework)
+    input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
+                                                  framework)
     return np.maximum(forward, host) + input_cast, np.maximum(backward, host) + gradient_cast
 
 
@@ -240,16 +242,16 @@ def queued_time(gpu_seconds, launches, host_dispatch_s):
 
 
 def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-                   cuda_graphs: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   cuda_graphs: bool = False, framework: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seconds of each op's fp8 cast kernels (input per forward pass, weight once per step, output
     gradient per backward pass; :func:`fp8_cast_bytes`), each a memory-bound kernel
     (:func:`roofline_time` with no FLOPs) with its launch and, without ``cuda_graphs``, the host
-    dispatch floor; all 0 unless ``precision`` is ``fp8``."""
+    dispatch floor (``framework``'s ``host_dispatch_time``); all 0 unless ``precision`` is ``fp8``."""
     casts = fp8_cast_bytes(table)
     if precision != "fp8":
         return tuple(np.zeros_like(cast) for cast in casts)
     _, bandwidth, _, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
-    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time")
+    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
     return tuple(np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
                  for cast in casts)
 

@@ -1,0 +1,77 @@
+"""The host's per-op dispatch time is a trait of the software stack: each framework has its own
+value, and a framework whose rows never show it keeps the prior instead of inheriting the value
+another stack's host-bound rows need (``Parameter.pools`` is False)."""
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel import load_catalog
+from perfmodel.calibration.fit import _pooled_centre, pool_groups
+from perfmodel.chain import evaluate
+from perfmodel.parameters import PARAMETERS
+from perfmodel.plans import as_arrays, resolve_plan
+from perfmodel.profile import CalibrationProfile
+from perfmodel.scenario import Plan
+from perfmodel.workloads.transformer import transformer
+
+CLUSTER = load_catalog().cluster(gpu="A100-SXM4-80GB", num_gpus=8)
+SMALL = transformer(layers=24, hidden=1024, heads=16, seq_len=2048, vocab=51200)
+HOST = PARAMETERS["host_dispatch_time"]
+
+
+def test_which_parameters_pool():
+    assert HOST.per == "framework" and not HOST.pools
+    assert PARAMETERS["framework_compute_efficiency"].pools
+    assert PARAMETERS["gemm_cuda_core_efficiency"].pools
+    assert not PARAMETERS["link_latency"].pools  # sourced per-group defaults
+    assert not PARAMETERS["kernel_launch_overhead"].pools  # not grouped
+
+
+def test_a_framework_without_host_bound_rows_keeps_the_prior():
+    fitted = {"host_dispatch_time[dle-pytorch]": 2e-4, "host_dispatch_time[dle-tensorflow]": 1.5e-4,
+              "framework_compute_efficiency[dle-pytorch]": 1.0, "framework_compute_efficiency[megatron]": 1.4}
+    values = dict(fitted)
+    pool_groups(values, {})
+    assert "host_dispatch_time" not in values  # no typical value for the frameworks without one
+    assert math.isclose(values["framework_compute_efficiency"], math.sqrt(1.0 * 1.4), rel_tol=1e-12)
+    determined = list(fitted)
+    assert _pooled_centre("host_dispatch_time[megatron]", fitted, determined) is None
+    assert _pooled_centre("framework_compute_efficiency[nemo]", fitted, determined) is not None
+    profile = CalibrationProfile(values=values)
+    assert profile.get("host_dispatch_time", "megatron") == HOST.default
+    assert profile.get("host_dispatch_time", None) == HOST.default
+    assert profile.get("host_dispatch_time", "dle-pytorch") == 2e-4
+    # megatron has a framework_compute_efficiency of its own; host_dispatch_time does not pool, so
+    # its prior there is not "pooled framework traits"
+    assert not profile.framework_pooled("megatron")
+    assert profile.framework_pooled("nemo")
+
+
+def _step(profile, framework):
+    plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, CLUSTER.gpu,
+                        "transformer")
+    return evaluate(SMALL, CLUSTER, as_arrays(plan), precision="bf16", flash_attention=True, optimizer="adam",
+                    profile=profile, framework=framework)["step_time_s"][0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(low=st.floats(0.0, 3e-4), high=st.floats(0.0, 3e-4), other=st.floats(0.0, 3e-4))
+def test_the_step_reads_its_own_framework_host_time(low, high, other):
+    """Step time is non-decreasing in the stated framework's dispatch time and does not see
+    another framework's."""
+    low, high = sorted((low, high))
+    base = {"host_dispatch_time[dle-pytorch]": other}
+    fast = CalibrationProfile(values={**base, "host_dispatch_time[megatron]": low})
+    slow = CalibrationProfile(values={**base, "host_dispatch_time[megatron]": high})
+    assert _step(fast, "megatron") <= _step(slow, "megatron") * (1 + 1e-12)
+    alone = CalibrationProfile(values={"host_dispatch_time[megatron]": low})
+    assert math.isclose(_step(fast, "megatron"), _step(alone, "megatron"), rel_tol=1e-12)
+
+
+def test_a_host_bound_small_model_is_slower_at_a_slow_runtime():
+    """TP 8 on hidden 1,024 at micro-batch 1: kernels of a few microseconds, so 300 us per op sets
+    the step and 10 us does not."""
+    profile = CalibrationProfile(values={"host_dispatch_time[dle-pytorch]": 3e-4, "host_dispatch_time[megatron]": 1e-5})
+    assert _step(profile, "dle-pytorch") > 3 * _step(profile, "megatron")
