@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import load_catalog
+from perfmodel import estimate, load_catalog
 from perfmodel.calibration.fit import _pooled_centre, pool_groups
 from perfmodel.chain import evaluate
 from perfmodel.parameters import PARAMETERS
@@ -75,3 +75,28 @@ def test_a_host_bound_small_model_is_slower_at_a_slow_runtime():
     the step and 10 us does not."""
     profile = CalibrationProfile(values={"host_dispatch_time[dle-pytorch]": 3e-4, "host_dispatch_time[megatron]": 1e-5})
     assert _step(profile, "dle-pytorch") > 3 * _step(profile, "megatron")
+
+
+def test_prior_only_says_which_values_no_row_fitted():
+    profile = CalibrationProfile(values={"host_dispatch_time[dle-pytorch]": 2e-4, "host_dispatch_time[megatron]": 1e-5,
+                                         "framework_compute_efficiency[megatron]": 1.3,
+                                         "framework_compute_efficiency": 1.3},
+                                 provenance={"not_determined": ["host_dispatch_time[megatron]"]})
+    assert not profile.prior_only("host_dispatch_time", "dle-pytorch")
+    assert profile.prior_only("host_dispatch_time", "megatron")  # fitted key, but left at its prior
+    assert profile.prior_only("host_dispatch_time", "nemo")  # no value applies
+    assert not profile.prior_only("framework_compute_efficiency", "nemo")  # the pooled value applies
+
+
+def test_a_host_bound_estimate_at_a_prior_host_time_says_so():
+    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
+                             "vocab": 51200},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
+                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    values = {"host_dispatch_time[megatron]": 2e-4, "framework_compute_efficiency[megatron]": 1.0}
+    prior = CalibrationProfile(values=values, provenance={"not_determined": ["host_dispatch_time[megatron]"]})
+    fitted = CalibrationProfile(values=values)
+    said = [line for line in estimate(scenario, profile=prior).assumptions.get("assumed", []) if "host dispatch" in line]
+    assert len(said) == 1 and "200 us per op" in said[0] and "'megatron'" in said[0]
+    assert not [line for line in estimate(scenario, profile=fitted).assumptions.get("assumed", [])
+                if "host dispatch" in line]

@@ -125,8 +125,17 @@ def test_source_grouping_keeps_train_and_collective_sources_whole_and_other_kind
     folds = _balanced_folds(groups, kinds, 5, seed=0)
     for group in set(groups[kinds == "train"]):
         assert len(set(folds[groups == group])) == 1
-    with pytest.raises(ValueError, match="grouping 'paper' is not known; use one of source, experiment, gpu"):
+    with pytest.raises(ValueError, match="grouping 'paper' is not known; use one of train-source, source, experiment, gpu"):
         cv_groups(rows, "paper")
+
+
+def test_train_source_grouping_keeps_train_sources_whole_and_collectives_by_experiment():
+    rows = shipped_measurements()
+    groups, experiments = cv_groups(rows, "train-source"), cv_groups(rows, "experiment")
+    kinds = rows["kind"].to_numpy()
+    train = kinds == "train"
+    assert len(set(groups[train])) == rows.loc[train, "source"].nunique()
+    assert (groups[~train] == experiments[~train]).all()
 
 
 @settings(max_examples=40, deadline=None)

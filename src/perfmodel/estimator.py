@@ -114,6 +114,9 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+    host_bound = float(result["launch_bound_share"][0])
+    if host_bound > 0 and profile.prior_only("host_dispatch_time", framework) and not choice.plan["cuda_graphs"]:
+        base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
 
 
@@ -121,6 +124,15 @@ def framework_assumption(framework: str | None) -> str:
     """The assumed-input line of pooled framework traits."""
     who = f"framework {framework!r} has no values of its own in the profile" if framework else "framework not stated"
     return f"{who}: its traits (framework_*) take the value pooled over the fitted frameworks"
+
+
+def host_assumption(profile, framework: str | None, host_bound_share: float) -> str:
+    """The assumed-input line of a step partly set by the host's dispatch when the framework's
+    ``host_dispatch_time`` is its prior (no host-bound rows of that framework were fitted)."""
+    who = f"framework {framework!r}" if framework else "an unstated framework"
+    return (f"host dispatch sets {host_bound_share:.0%} of the passes' time at "
+            f"{profile.get('host_dispatch_time', framework) * 1e6:.0f} us per op, the prior of host_dispatch_time: "
+            f"no host-bound rows of {who} were fitted")
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,

@@ -156,6 +156,13 @@ class CalibrationProfile(BaseModel):
                     return True
         return False
 
+    def prior_only(self, name: str, group: str | None = None) -> bool:
+        """Whether :meth:`get` of ``name`` for ``group`` returns a prior, not a value fitted to rows:
+        no fitted value applies (neither ``name[group]`` nor a pooled ``name``), or the one that
+        applies is listed in ``provenance['not_determined']``."""
+        key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
+        return key not in self.values or key in self.provenance.get("not_determined", ())
+
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""
         return self.interval.get(f"{kind}[{group}]") or self.interval.get(kind)

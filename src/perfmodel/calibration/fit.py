@@ -389,7 +389,7 @@ def _configuration_groups(measurements):
     return keys.factorize()[0]
 
 
-CV_GROUPINGS = ("source", "experiment", "gpu")
+CV_GROUPINGS = ("train-source", "source", "experiment", "gpu")
 
 
 def cv_groups(measurements, by: str = "source") -> np.ndarray:
@@ -400,7 +400,9 @@ def cv_groups(measurements, by: str = "source") -> np.ndarray:
     :data:`~perfmodel.calibration.intervals.SOURCE_GROUPED_KINDS` (train, collective) by their
     ``source`` field (one table or section of a document, one results file), every other kind
     (GEMM and copy micro-benchmarks, almost all from one source) and a row without a source by
-    experiment;
+    experiment; ``train-source``: only the train rows by their source, every other kind by
+    experiment (the shipped profile's intervals: a user's training run is a source the fit never
+    saw, while a collective is a fabric and message size the nccl-tests sources share);
     ``gpu``: the GPU name."""
     if by not in CV_GROUPINGS:
         raise ValueError(f"cross-validation grouping {by!r} is not known; use one of {', '.join(CV_GROUPINGS)}")
@@ -412,7 +414,8 @@ def cv_groups(measurements, by: str = "source") -> np.ndarray:
     if by == "experiment" or "source" not in measurements:
         return experiment
     sources = measurements["source"].to_numpy(dtype=object)
-    by_source = np.isin(kinds, SOURCE_GROUPED_KINDS) & measurements["source"].notna().to_numpy()
+    source_kinds = ("train",) if by == "train-source" else SOURCE_GROUPED_KINDS
+    by_source = np.isin(kinds, source_kinds) & measurements["source"].notna().to_numpy()
     return np.where(by_source, np.array([f"{k}|{d}" for k, d in zip(kinds, sources)], dtype=object), experiment)
 
 
@@ -447,9 +450,9 @@ def cross_validate(measurements, k: int = 5, seed: int = 0, params=None, catalog
     is predicted by a profile fitted on the other folds only.  ``by`` (:func:`cv_groups`) keeps
     rows together: ``experiment`` (default) holds out configurations at random (another row of a
     source already fitted); ``source`` holds out all rows of a source of train and collective rows,
-    a source the fit never saw (wider errors: with today's between-source spread its 80 % intervals
-    are about 2.7-2.9 wide, so the shipped intervals use experiments and the source study is
-    reported in docs/accuracy.md);
+    a source the fit never saw (collectives: 80 % intervals about 2.7 wide, see docs/accuracy.md);
+    ``train-source`` only the train rows' sources (what ``perfmodel calibrate --cv`` stores the
+    intervals from);
     ``gpu`` holds out GPUs (``k`` = the number of GPUs: leave-one-GPU-out).  Groups fill the
     folds balanced by rows of each kind (:func:`_balanced_folds`; ``experiment`` keeps the
     seeded round-robin of configurations).  ``profile``: the fits' starting point and prior

@@ -1,4 +1,4 @@
-"""`perfmodel calibrate FILE.csv ... -o profile.yaml [--cv 5 [--cv-by source]] [--params a,b]`."""
+"""`perfmodel calibrate FILE.csv ... -o profile.yaml [--cv 5 [--cv-by train-source]] [--params a,b]`."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ def register(subparsers) -> None:
                         help="also report K-fold cross-validated error and store prediction intervals "
                              "(K >= 2, at most the number of groups of --cv-by; adds a leave-one-GPU-out "
                              "study of the GEMM rows for the term of a GPU model without rows)")
-    parser.add_argument("--cv-by", choices=CV_GROUPINGS, default="experiment",
-                        help="rows held out together: 'experiment' (default: one measured configuration), "
-                             "'source' (train and collective rows by their source, the error on a source "
-                             "never fitted; other kinds by experiment) or 'gpu' (K = number of GPUs: "
+    parser.add_argument("--cv-by", choices=CV_GROUPINGS, default="train-source",
+                        help="rows held out together: 'train-source' (default: train rows by their source, "
+                             "the error on a training run of a source never fitted; other kinds by "
+                             "experiment), 'source' (train and collective rows by their source), "
+                             "'experiment' (one measured configuration) or 'gpu' (K = number of GPUs: "
                              "leave-one-GPU-out)")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the CV folds")
