@@ -21,7 +21,8 @@ from perfmodel.profile import CalibrationProfile, load_profile
 from perfmodel.scenario import ScenarioError, load_scenario
 from perfmodel.vocabulary import FRAMEWORKS
 
-TRAITS = [name for name, parameter in PARAMETERS.items() if parameter.per == "framework"]
+# the framework traits that pool (host_dispatch_time keeps its prior instead: tests/test_host_dispatch.py)
+TRAITS = [name for name, parameter in PARAMETERS.items() if parameter.per == "framework" and parameter.pools]
 SCENARIO = {"workload": {"model": "resnet50"},
             "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8},
             "plan": {"precision": "fp16", "micro_batch": 128, "global_batch": 1024}}

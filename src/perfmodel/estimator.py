@@ -26,6 +26,10 @@ from perfmodel.scenario import Scenario
 
 __all__ = ["Estimate", "estimate", "bottleneck_of"]
 
+# an estimate names a prior host dispatch time among its assumptions when the host sets at least
+# this share of its passes' time (a pass of a few tiny ops, such as the loss, is always host-bound)
+HOST_BOUND_SHARE_STATED = 0.1
+
 
 class Estimate(BaseModel):
     """The answer for one scenario.
@@ -115,7 +119,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
     host_bound = float(result["launch_bound_share"][0])
-    if host_bound > 0 and profile.prior_only("host_dispatch_time", framework) and not choice.plan["cuda_graphs"]:
+    if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
         base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
 
@@ -124,6 +128,13 @@ def framework_assumption(framework: str | None) -> str:
     """The assumed-input line of pooled framework traits."""
     who = f"framework {framework!r} has no values of its own in the profile" if framework else "framework not stated"
     return f"{who}: its traits (framework_*) take the value pooled over the fitted frameworks"
+
+
+def _host_time_is_prior(profile, framework: str | None) -> bool:
+    """Whether a calibrated profile (one with per-framework host times) leaves ``framework``'s
+    ``host_dispatch_time`` at its prior; a profile of defaults assumes every value alike."""
+    calibrated = any(key.startswith("host_dispatch_time[") for key in profile.values)
+    return calibrated and profile.prior_only("host_dispatch_time", framework)
 
 
 def host_assumption(profile, framework: str | None, host_bound_share: float) -> str:

@@ -38,9 +38,11 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   bounds are monotone in level.
 
 The residuals should come from source-grouped cross-validation
-(:func:`perfmodel.calibration.fit.cross_validate`, ``by="source"``, the default): a user's run
-is always a source the fit never saw, and residuals of random folds measure only "another row of
-a source already fitted".
+(:func:`perfmodel.calibration.fit.cross_validate`, ``by="train-source"``, what ``perfmodel
+calibrate --cv`` uses): a user's training run is always a source the fit never saw, and residuals
+of random folds measure only "another row of a source already fitted".  Collectives are held out
+by experiment there (a fabric and message size the nccl-tests sources share; their source folds
+give intervals about 2.7 wide).
 
 ``fit_interval_model(cv_frame, profile, context, unseen=..., unseen_gpu=...)`` builds the model
 (a plain JSON-able dict, kept in the profile's ``provenance["interval_model"]``);
