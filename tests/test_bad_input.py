@@ -272,6 +272,8 @@ CASES = [
          2, ["threshold", "'nan'"], {"ok.csv": csv_text()}),
     Case("comm-output-missing-parent", ["comm", "--gpu", "H100-SXM5-80GB", "-o", "{dir}/no/busbw.png"], 2,
          ["busbw.png", "does not exist"]),
+    Case("roofline-framework-unknown", ["roofline", "--gpu", "H100-SXM5-80GB", "--model", "gpt3-125m",
+                                        "--framework", "keras"], 2, ["--framework", "'keras'", "megatron"]),
     Case("roofline-output-is-directory", ["roofline", "--gpu", "H100-SXM5-80GB", "--model", "gpt3-125m",
                                           "-o", "{dir}/adir"], 2, ["adir", "is a directory"], setup=_dir),
     Case("scaling-output-parent-is-file", ["scaling", EXAMPLE, "--gpus", "8", "-o", "{ok.csv}/s.png"], 2,

@@ -16,6 +16,7 @@ from perfmodel.hardware.catalog import CatalogError
 from perfmodel.hardware.specs import GPU
 from perfmodel.models import compute, gemm
 from perfmodel.profile import PARAMETERS, CalibrationProfile
+from perfmodel.vocabulary import FRAMEWORKS
 from perfmodel.workloads.ops import OpTable
 
 DEFAULTS = CalibrationProfile()  # registered defaults, no fitted values
@@ -310,6 +311,24 @@ def test_cli_roofline_json(zoo_model, capsys, tmp_path):
     assert set(out["memory_bound"]) | set(out["launch_bound"]) >= {op["op"] for op in out["ops"]
                                                                    if op["kind"] == "elementwise"}
     assert png.stat().st_size > 10_000
+
+
+def test_cli_roofline_launch_floor_follows_the_framework(zoo_model, capsys):
+    """A slower host per op can only make more ops launch-bound (the floor rises, kernels do not
+    change); the host time used is stated."""
+    def launch_bound(extra):
+        assert _roofline_cli(["--gpu", "H100-SXM5-80GB", "--model", zoo_model, "--json", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        return out["host_dispatch_time_s"], set(out["launch_bound"])
+
+    frameworks = [name for name in FRAMEWORKS if name != "dle-tensorflow"]
+    results = [launch_bound([])] + [launch_bound(["--framework", name]) for name in ("dle-tensorflow", *frameworks[:2])]
+    for host_a, ops_a in results:
+        for host_b, ops_b in results:
+            if host_a <= host_b:
+                assert ops_a <= ops_b
+    assert _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", zoo_model, "--framework", "dle-tensorflow"]) == 0
+    assert "framework dle-tensorflow, longer than the kernel" in capsys.readouterr().out
 
 
 def test_cli_roofline_table_and_bad_precision(zoo_model, capsys):

@@ -133,8 +133,7 @@ def framework_assumption(framework: str | None) -> str:
 def _host_time_is_prior(profile, framework: str | None) -> bool:
     """Whether a calibrated profile (one with per-framework host times) leaves ``framework``'s
     ``host_dispatch_time`` at its prior; a profile of defaults assumes every value alike."""
-    calibrated = any(key.startswith("host_dispatch_time[") for key in profile.values)
-    return calibrated and profile.prior_only("host_dispatch_time", framework)
+    return profile.has_groups("host_dispatch_time") and profile.prior_only("host_dispatch_time", framework)
 
 
 def host_assumption(profile, framework: str | None, host_bound_share: float) -> str:

@@ -151,10 +151,14 @@ class CalibrationProfile(BaseModel):
         this one (one that does not pool, such as ``host_dispatch_time``, keeps its prior instead).  A
         profile with no per-framework values treats every framework alike, so nothing is pooled."""
         for name, parameter in PARAMETERS.items():
-            if parameter.per == "framework" and parameter.pools and any(key.startswith(f"{name}[") for key in self.values):
+            if parameter.per == "framework" and parameter.pools and self.has_groups(name):
                 if framework is None or f"{name}[{framework}]" not in self.values:
                     return True
         return False
+
+    def has_groups(self, name: str) -> bool:
+        """Whether the profile holds a value of ``name`` for some group (``name[group]``)."""
+        return any(key.startswith(f"{name}[") for key in self.values)
 
     def prior_only(self, name: str, group: str | None = None) -> bool:
         """Whether :meth:`get` of ``name`` for ``group`` returns a prior, not a value fitted to rows:

@@ -1,8 +1,9 @@
-"""`perfmodel roofline --gpu NAME --model ZOO_NAME [--precision bf16] [--micro-batch 1] [-o PNG] [--json]`."""
+"""`perfmodel roofline --gpu NAME --model ZOO_NAME [--precision bf16] [--micro-batch 1] [--framework NAME] [-o PNG] [--json]`."""
 
 from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, count_arg, print_json, print_table, profile_from
+from perfmodel.vocabulary import FRAMEWORKS
 
 
 def register(subparsers) -> None:
@@ -12,6 +13,9 @@ def register(subparsers) -> None:
     parser.add_argument("--model", required=True, help="zoo model name (see 'perfmodel workload')")
     parser.add_argument("--precision", default="bf16", help="fp32, tf32, fp16, bf16 or fp8 (default bf16)")
     parser.add_argument("--micro-batch", type=count_arg("micro_batch"), default=1, help="samples per GPU (default 1)")
+    parser.add_argument("--framework", choices=FRAMEWORKS, metavar="NAME",
+                        help="software stack whose host dispatch time per op sets the launch floor "
+                             f"({', '.join(FRAMEWORKS)}; default: not stated, the parameter's prior)")
     parser.add_argument("-o", "--output", metavar="PNG", help="write the roofline figure")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calibration", metavar="PROFILE", help="efficiency profile YAML")
@@ -26,8 +30,13 @@ def run(args) -> int:
     if args.output:
         check_output_path(args.output, "the figure")
     gpu = catalog_from(args).gpu(args.gpu)
-    points = roofline_points(get_workload(args.model), gpu, args.precision, profile_from(args),
-                             args.micro_batch)
+    profile = profile_from(args)
+    points = roofline_points(get_workload(args.model), gpu, args.precision, profile, args.micro_batch,
+                             args.framework)
+    host_s = profile.get("host_dispatch_time", args.framework)
+    host_text = (f"host dispatch {host_s * 1e6:.0f} us per op, "
+                 f"{f'framework {args.framework}' if args.framework else 'framework not stated'}"
+                 f"{': the prior, no host-bound rows fitted' if profile.prior_only('host_dispatch_time', args.framework) else ''}")
     ridges = ridge_points(gpu)
     if args.output:
         from perfmodel.plots.roofline import roofline
@@ -37,7 +46,8 @@ def run(args) -> int:
     launch_bound = points.loc[points["bound"] == "launch", "op"].tolist()
     if args.json:
         print_json({"gpu": gpu.name, "model": args.model, "precision": args.precision,
-                    "micro_batch": args.micro_batch, "memory_bandwidth_Bps": gpu.memory_bandwidth,
+                    "micro_batch": args.micro_batch, "framework": args.framework, "host_dispatch_time_s": host_s,
+                    "memory_bandwidth_Bps": gpu.memory_bandwidth,
                     "ridge_points_flop_per_byte": ridges, "ops": points.to_dict(orient="records"),
                     "memory_bound": memory_bound, "launch_bound": launch_bound})
         return 0
@@ -48,7 +58,7 @@ def run(args) -> int:
                   "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "efficiency": r.efficiency,
                   "time_us": r.time_s * 1e6, "bound": r.bound} for r in points.itertuples()])
     print(f"memory-bound: {', '.join(memory_bound) or 'none'}")
-    print(f"launch-bound (host dispatch longer than the kernel): {', '.join(launch_bound) or 'none'}")
+    print(f"launch-bound ({host_text}, longer than the kernel): {', '.join(launch_bound) or 'none'}")
     if args.output:
         print(f"wrote {args.output}")
     return 0

@@ -284,13 +284,14 @@ def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
-                    micro_batch: int = 1):
+                    micro_batch: int = 1, framework: str | None = None):
     """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
     ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
-    (attained / the op's dense peak), ``time_s``, ``bound`` (``"launch"`` when the host dispatch time
-    exceeds the kernel, else ``"compute"`` or ``"memory"``: which roofline term is larger).
+    (attained / the op's dense peak), ``time_s``, ``bound`` (``"launch"`` when ``framework``'s host
+    dispatch time (None: not stated, the parameter's prior) exceeds the kernel, else ``"compute"`` or
+    ``"memory"``: which roofline term is larger).
     """
     import pandas as pd
 
@@ -299,7 +300,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     table = workload.ops(int(micro_batch), precision=precision)
     peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
     kernel = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
-    host = profile.get("host_dispatch_time")
+    host = profile.get("host_dispatch_time", framework)
     time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
