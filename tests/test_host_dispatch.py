@@ -49,6 +49,9 @@ def test_a_framework_without_host_bound_rows_keeps_the_prior():
     assert profile.framework_pooled("nemo")
 
 
+HOST_TIMES = st.floats(PARAMETERS["host_dispatch_time"].low, PARAMETERS["host_dispatch_time"].high)
+
+
 def _step(profile, framework):
     plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, CLUSTER.gpu,
                         "transformer")
@@ -57,7 +60,7 @@ def _step(profile, framework):
 
 
 @settings(max_examples=20, deadline=None)
-@given(low=st.floats(0.0, 3e-4), high=st.floats(0.0, 3e-4), other=st.floats(0.0, 3e-4))
+@given(low=HOST_TIMES, high=HOST_TIMES, other=HOST_TIMES)
 def test_the_step_reads_its_own_framework_host_time(low, high, other):
     """Step time is non-decreasing in the stated framework's dispatch time and does not see
     another framework's."""
@@ -100,3 +103,51 @@ def test_a_host_bound_estimate_at_a_prior_host_time_says_so():
     assert len(said) == 1 and "200 us per op" in said[0] and "'megatron'" in said[0]
     assert not [line for line in estimate(scenario, profile=fitted).assumptions.get("assumed", [])
                 if "host dispatch" in line]
+
+
+# ---------------------------------------------------------------- the host time's uncertainty
+
+
+def _sensitivity(profile, framework="megatron", cuda_graphs=False):
+    plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, CLUSTER.gpu,
+                        "transformer")
+    return evaluate(SMALL, CLUSTER, as_arrays(plan), precision="bf16", flash_attention=True, optimizer="adam",
+                    profile=profile, framework=framework, cuda_graphs=cuda_graphs)["host_log_sensitivity"][0]
+
+
+def _with_error(value, relative_error):
+    key = "host_dispatch_time[megatron]"
+    return CalibrationProfile(values={key: value}, uncertainty={key: value * relative_error})
+
+
+def test_log_error_is_the_fitted_relative_error_else_the_prior():
+    profile = _with_error(2e-5, 0.1)
+    assert math.isclose(profile.log_error("host_dispatch_time", "megatron"), 0.1, rel_tol=1e-12)
+    assert profile.log_error("host_dispatch_time", "nemo") == HOST.prior_log_sigma
+    assert CalibrationProfile().log_error("host_dispatch_time", None) == HOST.prior_log_sigma
+
+
+@settings(max_examples=25, deadline=None)
+@given(value=HOST_TIMES, small=st.floats(0.0, 2.0), large=st.floats(0.0, 2.0))
+def test_host_sensitivity_grows_with_the_host_time_error(value, small, large):
+    """log(step at a host one error slower / step) is >= 0, 0 with CUDA graphs (no per-kernel
+    dispatch), and non-decreasing in the error."""
+    small, large = sorted((small, large))
+    low, high = _sensitivity(_with_error(value, small)), _sensitivity(_with_error(value, large))
+    assert 0.0 <= low <= high + 1e-12
+    assert _sensitivity(_with_error(value, large), cuda_graphs=True) == 0.0
+
+
+def test_host_sensitivity_is_the_log_change_of_a_fully_host_bound_step():
+    """Far past the GPU's work, every pass is host-bound: the passes scale by exp(error) and the
+    step by 1 + compute share x (exp(error) - 1)."""
+    error = 0.5
+    plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, CLUSTER.gpu,
+                        "transformer")
+    out = evaluate(SMALL, CLUSTER, as_arrays(plan), precision="bf16", flash_attention=True, optimizer="adam",
+                   profile=_with_error(HOST.high / 2, error), framework="megatron")
+    assert out["launch_bound_share"][0] > 0.999
+    expected = math.log1p(out["gpu_utilization"][0] * math.expm1(error))
+    assert math.isclose(out["host_log_sensitivity"][0], expected, rel_tol=1e-9)
+    far_below = _with_error(HOST.low, 0.7)  # 1 us per kernel, doubled, is still far below the GPU's work
+    assert _sensitivity(far_below) == 0.0

@@ -14,7 +14,7 @@ from perfmodel.calibration import intervals as iv
 from perfmodel.calibration.fit import _balanced_folds, cross_validate, cv_groups
 from perfmodel.calibration.measurements import shipped_measurements
 from perfmodel.hardware.catalog import load_catalog
-from perfmodel.profile import CalibrationProfile
+from perfmodel.profile import CalibrationProfile, default_profile
 
 CATALOG = load_catalog()
 PROFILE = CalibrationProfile(
@@ -207,3 +207,26 @@ def test_leave_gpu_out_never_fits_a_row_of_the_gpu_it_predicts(monkeypatch):
     assert (scored["gpu"] == scored["fold"]).all()
     # fewer than two GPUs with enough rows: nothing to leave out
     assert leave_gpu_out(rows, min_rows=100, catalog=CATALOG).empty
+
+
+def test_the_host_time_error_adds_its_square_to_the_variance():
+    """sigma^2 = (the other terms) + host_log_sensitivity^2, so a step a slower host would slow has
+    a wider interval than the same step on a fitted host; 0 or NaN (not a train row) adds nothing."""
+    profile = default_profile()
+    model = profile.provenance["interval_model"]
+    host = np.array([0.0, np.nan, 0.1, 0.3])
+    parts = iv.log_sigma(model, profile, "train", "Ampere", num_gpus=8.0, host=host)
+    base = iv.log_sigma(model, profile, "train", "Ampere", num_gpus=8.0)["total"]
+    assert np.allclose(parts["total"] ** 2, base ** 2 + np.nan_to_num(host) ** 2)
+    low, high = iv.ratio_bounds(model, profile, "train", "Ampere", num_gpus=8.0, host=host)
+    width = high / low
+    assert width[0] == width[1] < width[2] < width[3]
+
+
+def test_rows_host_variance_is_not_counted_twice():
+    """A row's host term is part of its ``p``: the residual variance ``v`` is the spread beyond it."""
+    frame, context = gemm_frame({"A100-PCIe-40GB": 0.0}, noise=0.2)
+    without = iv.fit_interval_model(frame, PROFILE, context)["kinds"]["gemm"]
+    frame[iv.HOST_COLUMN] = 0.05
+    with_host = iv.fit_interval_model(frame, PROFILE, context)["kinds"]["gemm"]
+    assert np.isclose(without["variance"] - with_host["variance"], 0.05 ** 2, rtol=1e-6)

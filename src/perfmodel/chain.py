@@ -69,6 +69,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
     host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
+    # the host one standard error slower (log space): what an uncertain host time can do to the passes
+    host_slow = host * np.exp(profile.log_error("host_dispatch_time", framework))
     weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs, framework)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
@@ -78,17 +80,18 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 
     def queued(seconds, launches, mask):
         """The selected ops as one asynchronously dispatched sequence (compute.queued_time):
-        (seconds, whether the host's dispatch sets them)."""
+        (seconds, whether the host's dispatch sets them, seconds with the slower host)."""
         gpu_s = (seconds * repeat * mask).sum(axis=0)
         kernels = np.broadcast_to((launches * repeat * mask).sum(axis=0), shape)
-        return compute.queued_time(gpu_s, kernels, host), kernels * host > gpu_s
+        return (compute.queued_time(gpu_s, kernels, host), kernels * host > gpu_s,
+                compute.queued_time(gpu_s, kernels, host_slow))
 
     passes = {f"{where}_{direction}": queued(seconds, launches, table.mask(placement=where))
               for where in ("layer", "pre", "post")
               for direction, seconds, launches in (("fwd", forward, launches_fwd), ("bwd", backward, launches_bwd))}
-    pass_seconds = sum(time for time, _ in passes.values())
+    pass_seconds = sum(time for time, _, _ in passes.values())
     terms = {
-        **{name: time for name, (time, _) in passes.items()},
+        **{name: time for name, (time, _, _) in passes.items()},
         "attn_fwd": queued(forward, launches_fwd, attention)[0],
         "layer_weight_cast": (weight_cast * repeat * layer).sum(axis=0),
         "pre_weight_cast": (weight_cast * table.mask(placement="pre")).sum(axis=0),
@@ -101,7 +104,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
         # the share of the passes' time the host's dispatch sets (compute.queued_time)
-        "launch_bound_share": sum(time * host_bound for time, host_bound in passes.values()) / pass_seconds,
+        "launch_bound_share": sum(time * host_bound for time, host_bound, _ in passes.values()) / pass_seconds,
+        # how much longer the passes take with the host one standard error slower (ratio >= 1)
+        "host_slowdown": sum(slow for _, _, slow in passes.values()) / pass_seconds,
         # a mixture of experts' expert weights (all experts, as the op table holds them)
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),
@@ -529,6 +534,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
     out["num_micro_batches"] = values["micro_batches"]
     out["memory_bound_share"] = values["memory_bound_share"]
     out["launch_bound_share"] = values["launch_bound_share"]
+    out["host_log_sensitivity"] = host_log_sensitivity(values["host_slowdown"], out["gpu_utilization"])
     out.update({key: value for key, value in values.items() if key.startswith("memory_")})
     return out
 
@@ -573,6 +579,17 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
                      steps=steps, cuda_graphs=cuda_graphs, framework=framework).outputs
+
+
+def host_log_sensitivity(pass_slowdown, compute_share):
+    """log(step time with the host one standard error slower / step time): the compute passes
+    (``compute_share`` of the step, all of it exposed) grow by ``pass_slowdown``, the rest of the
+    step stays, ``log(1 + compute_share (pass_slowdown - 1))``.  First order: communication that
+    the longer passes would newly hide is not subtracted, so it errs on the wide side.  The
+    interval model uses it as the host time's parameter uncertainty
+    (:func:`perfmodel.calibration.intervals.log_sigma`, ``host``): a host time no row determined
+    (a framework at its prior) widens the interval of a step that a slower host would slow."""
+    return np.log1p(np.asarray(compute_share) * (np.asarray(pass_slowdown) - 1.0))
 
 
 def exposed_communication(comm_time, hideable_compute, interference):

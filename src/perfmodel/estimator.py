@@ -174,7 +174,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     assumed = _assumed_inputs(cluster, profile, base["assumptions"].get("framework"))
     context = {"architecture": cluster.gpu.architecture, "gpu": cluster.gpu.name, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
-               "assumed": {name: True for name in assumed} or None}
+               "assumed": {name: True for name in assumed} or None, "host": value["host_log_sensitivity"]}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -185,7 +185,8 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
         estimate.confidence = confidence(
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
-            assumed=assumed or None, gpu=cluster.gpu.name)
+            assumed=assumed or None, gpu=cluster.gpu.name, host=value["host_log_sensitivity"],
+            framework=base["assumptions"].get("framework"))
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

@@ -199,7 +199,7 @@ _TABLE = (
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
     Parameter(
-        name="host_dispatch_time", default=1e-5, low=0.0, high=3e-4, unit="s",
+        name="host_dispatch_time", default=1e-5, low=1e-6, high=3e-4, unit="s",
         description="host (framework) time to dispatch the kernels of one modelled op (an op of the op tables "
                     "stands for one to a few framework kernels); the host dispatches asynchronously, so a pass "
                     "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
@@ -212,9 +212,13 @@ _TABLE = (
                "three kernels a modelled op stands for; this project's own fit of the NeuSight GEMM rows puts "
                "the module path of an nn.Linear call at 12.6 us over a bare torch.bmm call "
                "(gemm_linear_call_overhead); the bound 300 us allows a modelled op (e.g. unfused attention: two "
-               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime; fitted per "
-               "framework by calibrate on training rows",
-        per="framework", poolable=False),
+               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime.  A time is a "
+               "scale: the prior is log-normal (low 1 us, below a bare launch), log-sigma 0.7, so its 95 % range "
+               "2.5-40 us spans a bare launch per modelled kernel to an eager stack launching three kernels of "
+               "13 us for each (a transformer layer's forward pass is 10 modelled kernels; an unfused "
+               "Megatron-LM layer launches about 20: bias adds, dropouts, transposes); fitted per framework by "
+               "calibrate on training rows",
+        per="framework", poolable=False, prior_log_sigma=0.7),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

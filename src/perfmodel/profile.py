@@ -15,6 +15,7 @@ errors that list what exists.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,17 @@ class CalibrationProfile(BaseModel):
         applies is listed in ``provenance['not_determined']``."""
         key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
         return key not in self.values or key in self.provenance.get("not_determined", ())
+
+    def log_error(self, name: str, group: str | None = None) -> float:
+        """One standard error, in log space (relative), of the value :meth:`get` returns for
+        ``group``: the applying fitted key's ``uncertainty`` / value, or the parameter's
+        ``prior_log_sigma`` when no fitted value with an uncertainty applies (all that is known of a
+        prior is the prior)."""
+        key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
+        value, error = self.values.get(key), self.uncertainty.get(key)
+        if value is not None and value > 0 and error is not None and math.isfinite(error):
+            return float(error / value)
+        return PARAMETERS[name].prior_log_sigma
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""

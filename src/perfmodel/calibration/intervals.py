@@ -13,7 +13,10 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
   the sum in quadrature of the relative standard errors of the efficiencies that scale the
-  kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method).
+  kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method),
+  plus the host dispatch time's: the squared log change of the step when the host is one
+  standard error slower (:func:`perfmodel.chain.host_log_sensitivity`, 0 for a step the host
+  does not bind even then; a framework whose rows never determined it has its prior's error).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
   (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
@@ -62,7 +65,8 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "canonical_gpus", "framework_family", "gpu_bucket",
-           "log_sigma", "parameter_variance", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
+           "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "BUCKETS", "MIN_ROWS", "at_bound",
+           "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -81,6 +85,8 @@ ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; eac
 _MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
 _MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
 CROSS_FIT_FOLDS = 5  # folds of the cross-fitted standardized residuals
+HOST_STATED = math.log(1.05)  # confidence() names the host time when one standard error moves the step this much
+HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
 BOUND_TOLERANCE = 1e-3  # a fitted value within this share of its parameter's range of a bound is at it
 
 
@@ -269,6 +275,16 @@ def parameter_variance(profile, kind, architecture) -> np.ndarray:
     kind_codes, kinds = _factorize(kind, shape)
     arch_codes, archs = _factorize(architecture, shape)
     return _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+
+
+def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
+    """The host dispatch time's share of ``p``: the square of the log change of the estimate when
+    the host is one standard error slower (:func:`perfmodel.chain.host_log_sensitivity`; delta
+    method with the elasticity measured over one standard error, since the step is a max of GPU
+    and host time and its derivative at the estimate can be 0 while a slower host would bind).
+    Missing (NaN) counts as 0: a row or kind the host does not time."""
+    value = np.nan_to_num(np.asarray(host_log_sensitivity, dtype=float), nan=0.0) ** 2
+    return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
 
 
 def _parameter_table(profile, kinds, archs) -> np.ndarray:
@@ -465,6 +481,8 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     source_all = info["source"].to_numpy(dtype=object) if "source" in info else None
     kinds = scored["kind"].to_numpy(dtype=object)
     p_all = parameter_variance(profile, kinds, arch_all)
+    if HOST_COLUMN in scored:
+        p_all = p_all + host_variance(scored[HOST_COLUMN].to_numpy(dtype=float))
     bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
     model: dict = {"version": 2, "n0": n0, "grid": list(GRID), "kinds": {}}
     gpu_measured = set()
@@ -568,10 +586,12 @@ def _check_level(level) -> float:
     return level
 
 
-def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None):
+def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None,
+              host=0.0):
     """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
     per distinct kind, architecture and GPU and vectorized over estimates."""
-    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu)),
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu,
+                                                        host)),
                                 *(np.shape(flag) for flag in (assumed or {}).values()))
     unknown = set(assumed or {}) - set(ASSUMABLE)
     if unknown:
@@ -588,6 +608,7 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "bounds", "scale",
                                                "assumed")}
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    out["host"] = host_variance(host, shape)
     pinned_variance = _bound_table(profile, kinds, archs)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
@@ -616,31 +637,35 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         for input_name, flag in (assumed or {}).items():
             out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
                                              entry["tau"].get(input_name, 0.0), 0.0)
-    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["bounds"] + out["architecture"] + out["gpu"]
-                           + out["scale"] + out["assumed"])
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["host"] + out["bounds"] + out["architecture"]
+                           + out["gpu"] + out["scale"] + out["assumed"])
     return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
-              seq_len=np.nan, assumed=None, gpu=None) -> dict[str, np.ndarray]:
+              seq_len=np.nan, assumed=None, gpu=None, host=0.0) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
-    ``residual`` (v), ``parameters`` (p), ``bounds`` (the prior of a value at its bound, weighted
+    ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
+    :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
+    ``bounds`` (the prior of a value at its bound, weighted
     by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
     few or no rows, beyond the architecture term),
     ``scale`` and ``assumed`` (extrapolation variances) and ``total`` (sqrt of their sum: sigma).
     ``gpu``: the GPU name of each estimate (None: not known, no GPU term)."""
-    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu)[0]
+    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu, host)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
-                 model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None) -> tuple[np.ndarray, np.ndarray]:
+                 model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None,
+                 host=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
     ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default;
-    ``gpu``: GPU names (None: not known, no GPU-model term)."""
+    ``gpu``: GPU names (None: not known, no GPU-model term); ``host``: each estimate's
+    :func:`perfmodel.chain.host_log_sensitivity` (0: the host time cannot move it)."""
     level = _check_level(level)
     parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len,
-                                         assumed, gpu)
+                                         assumed, gpu, host)
     grid = np.asarray(model["grid"])
     z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
     low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
@@ -649,15 +674,16 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
 
 
 def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
-                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None):
+                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0):
     """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
     estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
-    one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN)."""
+    one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN).  ``host``:
+    the chain's ``host_log_sensitivity`` of each estimate."""
     time_s = np.asarray(time_s, dtype=float)
     model = profile.provenance.get("interval_model")
     if model is not None and kind in model["kinds"]:
         ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
-                                             seq_len, assumed, gpu)
+                                             seq_len, assumed, gpu, host)
     else:
         if level != LEVEL:
             raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
@@ -699,7 +725,8 @@ def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95
                 info["num_gpus"].to_numpy(dtype=float)[known], info["model_params"].to_numpy(dtype=float)[known],
                 info["seq_len"].to_numpy(dtype=float)[known],
                 {k: np.asarray(v)[known] for k, v in (assumed or {}).items()},
-                info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None)
+                info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None,
+                frame[HOST_COLUMN].to_numpy(dtype=float)[known] if HOST_COLUMN in frame else 0.0)
             low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
                                              frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
         out[f"low_{tag}"], out[f"high_{tag}"] = low, high
@@ -758,22 +785,24 @@ def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
 
 def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
                seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL,
-               gpu: str | None = None) -> dict:
+               gpu: str | None = None, host: float = 0.0, framework: str | None = None) -> dict:
     """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
     nearest held-out rows of ``rows``, a cross-validated frame joined with :func:`row_context`,
     and the model's error on each), ``interval_ratio`` (low, high), ``log_sigma`` (the bias and
     total sigma of the log ratio, and each variance term of :func:`log_sigma` as its own sigma)
-    and ``text`` (one line for the CLI)."""
+    and ``text`` (one line for the CLI).  ``host``: the estimate's
+    :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
     parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
-                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu)
+                      nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu,
+                      host)
     low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
                              nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
-                             gpu)
+                             gpu, host)
     entry = model["kinds"][kind]
     node = entry["architectures"].get(architecture)
     extrapolates = []
@@ -786,6 +815,13 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     for key in pinned(profile, kind, architecture):
         extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
                             f"its prior width counts, in the share the measured rows leave open")
+    if host >= HOST_STATED:
+        value = profile.get("host_dispatch_time", framework)
+        known = "its prior" if profile.prior_only("host_dispatch_time", framework) else "fitted"
+        extrapolates.append(
+            f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
+            f"{math.exp(profile.log_error('host_dispatch_time', framework)):.2f}, {known}) would slow the step "
+            f"{math.expm1(host):.0%}")
     values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
     for feature, trend in entry["scale"].items():
         value = values[feature]
