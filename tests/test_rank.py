@@ -69,7 +69,8 @@ def fake_plan_row(scenario, catalog=None, profile=None):
            "step_time_s": step, **{f"{k}_s": v for k, v in parts.items()},
            "samples_per_s": GLOBAL_BATCH / step, "tokens_per_s": GLOBAL_BATCH * 2048 / step,
            "tflops_per_gpu": flops / step / num_gpus / 1e12, "mfu": 0.4,
-           "gpu_utilization": sum(parts[k] for k in BUSY) / step, "precision": "bf16", "fits": True}
+           "gpu_utilization": sum(parts[k] for k in BUSY) / step, "precision": "bf16", "fits": True,
+           "host_log_sensitivity": 0.0}
     return pd.Series(row), ""
 
 

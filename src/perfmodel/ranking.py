@@ -282,7 +282,8 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
     slowdown = ideal / wall
     low, high = (float(v) for v in time_bounds(
         profile, wall, gpu.architecture, num_gpus=num_gpus, model_params=workload.params,
-        seq_len=workload.tokens_per_sample or np.nan, gpu=gpu.name, host=float(best["host_log_sensitivity"])))
+        seq_len=workload.tokens_per_sample or np.nan, gpu=gpu.name, host=float(best["host_log_sensitivity"]),
+        assumed={"framework": True} if profile.framework_pooled(scenario.framework) else None))
     row.update(
         feasible=True, reasons="", ideal_time_s=ideal, time_to_train_s=wall, checkpoint_time_s=checkpoint,
         time_to_train_low_s=low, time_to_train_high_s=high,
