@@ -230,3 +230,38 @@ def test_rows_host_variance_is_not_counted_twice():
     frame[iv.HOST_COLUMN] = 0.05
     with_host = iv.fit_interval_model(frame, PROFILE, context)["kinds"]["gemm"]
     assert np.isclose(without["variance"] - with_host["variance"], 0.05 ** 2, rtol=1e-6)
+
+
+def _train_frame():
+    """Held-out train rows: two frameworks on Ampere at 8 and 512 GPUs, and a Hopper row."""
+    ids = ["a", "b", "c", "d", "e", "f"]
+    frame = pd.DataFrame({"id": ids, "kind": "train", "gpu": ["A100-SXM4-80GB"] * 5 + ["H100-SXM5-80GB"],
+                          "metric": "samples_per_s", "measured": [100.0, 90.0, 80.0, 120.0, 100.0, 50.0],
+                          "predicted": [100.0, 100.0, 100.0, 100.0, 110.0, 40.0]}, index=pd.RangeIndex(6))
+    context = pd.DataFrame({"gpu": frame["gpu"], "architecture": iv.architectures(frame["gpu"], CATALOG),
+                            "num_gpus": [8.0, 8.0, 512.0, 512.0, 8.0, 8.0], "model_params": 1e9, "seq_len": 2048.0,
+                            "framework": ["megatron", "composer", "megatron", "composer", "composer", "nemo"],
+                            "fabric": None, "source": ids}, index=frame.index)
+    gemm, gemm_context = gemm_frame({"A100-PCIe-40GB": 0.0}, n_per_gpu=20)
+    gemm.index = gemm_context.index = pd.RangeIndex(6, 6 + len(gemm))
+    return pd.concat([frame, gemm]), pd.concat([context, gemm_context])
+
+
+def test_confidence_names_the_nearest_held_out_rows_and_their_error():
+    frame, context = _train_frame()
+    model = iv.fit_interval_model(frame, PROFILE, context)
+    json.dumps(model)
+    assert model["held_out"]["id"] == ["a", "b", "c", "d", "e", "f"]  # train rows only, no GEMM rows
+    near = iv.confidence(model, PROFILE, "train", "Ampere", num_gpus=8, model_params=1e9, seq_len=2048,
+                         framework="composer")
+    ids = [row["id"] for row in near["nearest"]]
+    assert ids[:2] == ["b", "e"]  # Ampere, 8 GPUs, composer (same distance on every scale axis)
+    assert near["nearest"][0]["error"] == pytest.approx(90.0 / 100.0 - 1.0)
+    assert "nearest measured: b (A100-SXM4-80GB, composer), measured 0.90x" in near["text"]
+    # median |error| of the Ampere rows: |0|, |-0.1|, |-0.2|, |0.2|, |100/110 - 1|
+    assert near["measured_rows"]["median_error"] == pytest.approx(0.1)
+    megatron = iv.confidence(model, PROFILE, "train", "Ampere", num_gpus=512, framework="megatron")
+    assert megatron["nearest"][0]["id"] == "c"
+    without = {**model}
+    without.pop("held_out")
+    assert iv.confidence(without, PROFILE, "train", "Ampere", num_gpus=8)["nearest"] == []

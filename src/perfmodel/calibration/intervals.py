@@ -64,9 +64,9 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
-           "interval_bounds", "interval_table", "confidence", "canonical_gpus", "framework_family", "gpu_bucket",
-           "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "BUCKETS", "MIN_ROWS", "at_bound",
-           "pinned", "BOUND_TOLERANCE"]
+           "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
+           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "BUCKETS", "MIN_ROWS",
+           "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -86,6 +86,9 @@ _MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute devia
 _MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
 CROSS_FIT_FOLDS = 5  # folds of the cross-fitted standardized residuals
 HOST_STATED = math.log(1.05)  # confidence() names the host time when one standard error moves the step this much
+NEAREST_KINDS = ("train",)  # kinds whose held-out rows the interval model keeps for confidence()'s nearest rows
+HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", "measured", "predicted", "num_gpus",
+                    "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
 BOUND_TOLERANCE = 1e-3  # a fitted value within this share of its parameter's range of a bound is at it
 
@@ -513,6 +516,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
                 entry["scale"][feature] = trend
         model["kinds"][kind] = entry
     _share_gpu_term(model, gpu_measured)
+    model["held_out"] = _held_out_table(scored, info, NEAREST_KINDS)
     for kind, entry in model["kinds"].items():
         # standardized residuals -> shape of the distribution, shrunk to Student-t when rows are few
         mask = kinds == kind
@@ -533,6 +537,36 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
             empirical = empirical * _small_sample_factor(m)
         entry["z"] = [float(v) for v in weight * empirical + (1 - weight) * t]
     return model
+
+
+def _held_out_table(scored, info, kinds) -> dict[str, list]:
+    """The cross-validated rows of ``kinds`` as JSON-able column lists (:data:`HELD_OUT_COLUMNS`;
+    missing values None), kept in the model so that :func:`confidence` can name the measured rows
+    nearest an estimate and the model's held-out error on them."""
+    keep = scored["kind"].isin(kinds).to_numpy()
+    rows, context = scored[keep], info[keep]  # info is indexed like scored, row for row
+    table = {}
+    for column in HELD_OUT_COLUMNS:
+        source = rows if column in ("id", "kind", "metric", "measured", "predicted") else context
+        values = source[column].tolist() if column in source else [None] * len(rows)
+        table[column] = [None if value is None or (isinstance(value, float) and not math.isfinite(value))
+                         else (float(value) if isinstance(value, (int, float, np.number)) else str(value))
+                         for value in values]
+    return table
+
+
+def held_out_rows(model: dict):
+    """The model's cross-validated rows (:func:`_held_out_table`) as a DataFrame, None when the
+    model keeps none (fitted before it kept them)."""
+    import pandas as pd
+
+    table = model.get("held_out")
+    if not table or not table.get("id"):
+        return None
+    frame = pd.DataFrame(table)
+    for column in ("measured", "predicted", "num_gpus", "model_params", "seq_len"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
 
 
 def _small_sample_factor(m: int) -> np.ndarray:
@@ -830,14 +864,20 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
         lo, hi = (10 ** v for v in trend["range"])
         if not lo <= value <= hi:
             extrapolates.append(f"{feature} {value:.3g} outside the fitted {lo:.3g}..{hi:.3g}")
+    rows = held_out_rows(model) if rows is None else rows
     nearest = []
     if rows is not None:
-        nearest = _nearest(rows, kind, architecture, values)
+        nearest = _nearest(rows, kind, architecture, values, framework=framework)
     measured = {"n": node["n"] if node else 0, "architecture": architecture,
                 "median_error": _median_error(rows, kind, architecture) if rows is not None else None}
     width = float(high / low)
     text = (f"{round(100 * level)}% x{float(low):.2f}..x{float(high):.2f} (high/low {width:.2f}); "
             f"{measured['n']} {kind} rows on {architecture}"
+            + (f" (median held-out error {measured['median_error']:.0%})" if measured["median_error"] is not None
+               else "")
+            + (f"; nearest measured: {nearest[0]['id']} ({nearest[0]['gpu']}"
+               + (f", {nearest[0]['framework']}" if nearest[0].get("framework") else "")
+               + f"), measured {1.0 + nearest[0]['error']:.2f}x the held-out prediction" if nearest else "")
             + (f"; extrapolates: {'; '.join(extrapolates)}" if extrapolates else "")
             + (f"; assumed: {', '.join(f'{k}={v}' for k, v in assumed.items())}" if assumed else ""))
     return {"level": level, "interval_ratio": (float(low), float(high)),
@@ -859,19 +899,30 @@ def _median_error(rows, kind, architecture):
     return float(np.median(np.abs(error[mine]))) if mine.any() else None
 
 
-def _nearest(rows, kind, architecture, values, count=3) -> list[dict]:
+def _nearest(rows, kind, architecture, values, count=3, framework=None) -> list[dict]:
     """Held-out rows of ``kind`` closest to the estimate: same architecture first, then the
-    distance in decades over the scale axes both have."""
+    distance in decades over the scale axes both have, plus one decade for another framework
+    (when the estimate states one).  ``error`` is the row's measured / predicted rate - 1 (its
+    prediction by a fit that did not see it)."""
     ok, error = _scored(rows, kind)
     if ok.empty:
         return []
     distance = np.where((ok["architecture"] == architecture).to_numpy(), 0.0, 10.0)
+    if framework is not None and "framework" in ok:
+        distance = distance + (ok["framework"].to_numpy(dtype=object) != framework_family(framework))
     for feature, value in values.items():
         if value is not None and value > 0 and feature in ok:
             x = ok[feature].to_numpy(dtype=float)
             decades = np.abs(np.log10(np.where(x > 0, x, np.nan)) - math.log10(value))
             distance = distance + np.nan_to_num(decades, nan=3.0)
     order = np.argsort(distance, kind="stable")[:count]
-    return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "metric": str(ok["metric"].iloc[i]),
+    def optional(i, column):
+        value = ok[column].iloc[i] if column in ok else None
+        if isinstance(value, (int, float, np.number)):
+            return float(value) if math.isfinite(value) else None
+        return None if value is None else str(value)
+
+    return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "framework": optional(i, "framework"),
+             "num_gpus": optional(i, "num_gpus"), "metric": str(ok["metric"].iloc[i]),
              "measured": float(ok["measured"].iloc[i]), "predicted": float(ok["predicted"].iloc[i]),
              "error": float(error[i])} for i in order]
