@@ -12,7 +12,7 @@ from perfmodel.calibration.fit import _pooled_centre, pool_groups
 from perfmodel.chain import evaluate
 from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import as_arrays, resolve_plan
-from perfmodel.profile import CalibrationProfile
+from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Plan
 from perfmodel.workloads.transformer import transformer
 
@@ -151,3 +151,23 @@ def test_host_sensitivity_is_the_log_change_of_a_fully_host_bound_step():
     assert math.isclose(out["host_log_sensitivity"][0], expected, rel_tol=1e-9)
     far_below = _with_error(HOST.low, 0.7)  # 1 us per kernel, doubled, is still far below the GPU's work
     assert _sensitivity(far_below) == 0.0
+
+
+def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_host_time():
+    """The same host-bound job: its interval is wider when the stack's host time is a prior (log
+    error 0.7) than when rows fitted it tightly (0.01), and the confidence line says why."""
+    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
+                             "vocab": 51200},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
+                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    shipped = default_profile()
+    key, value = "host_dispatch_time[megatron]", 2e-5
+    widths = {}
+    for error in (0.01, 0.7):
+        profile = shipped.model_copy(update={"values": {**shipped.values, key: value},
+                                             "uncertainty": {**shipped.uncertainty, key: value * error}})
+        result = estimate(scenario, profile=profile)
+        widths[error] = result.interval_80["step_time_high_s"] / result.interval_80["step_time_low_s"]
+        said = [line for line in result.confidence["extrapolates"] if "host dispatch time" in line]
+        assert bool(said) == (error == 0.7)
+    assert widths[0.7] > 1.05 * widths[0.01]
