@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from perfmodel import estimate, load_catalog
 from perfmodel.calibration.fit import _pooled_centre, pool_groups
 from perfmodel.chain import evaluate
+from perfmodel.models.compute import HOST_PRIOR_LOG_SIGMA, host_log_error
 from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import as_arrays, resolve_plan
 from perfmodel.profile import CalibrationProfile, default_profile
@@ -120,11 +121,16 @@ def _with_error(value, relative_error):
     return CalibrationProfile(values={key: value}, uncertainty={key: value * relative_error})
 
 
-def test_log_error_is_the_fitted_relative_error_else_the_prior():
+def test_host_log_error_is_the_fitted_relative_error_else_the_prior_spread():
     profile = _with_error(2e-5, 0.1)
     assert math.isclose(profile.log_error("host_dispatch_time", "megatron"), 0.1, rel_tol=1e-12)
-    assert profile.log_error("host_dispatch_time", "nemo") == HOST.prior_log_sigma
-    assert CalibrationProfile().log_error("host_dispatch_time", None) == HOST.prior_log_sigma
+    assert math.isclose(host_log_error(profile, "megatron"), 0.1, rel_tol=1e-12)
+    assert profile.log_error("host_dispatch_time", "nemo") is None
+    assert host_log_error(profile, "nemo") == HOST_PRIOR_LOG_SIGMA
+    assert host_log_error(CalibrationProfile(), None) == HOST_PRIOR_LOG_SIGMA
+    # a fitted key the rows left at its prior: the prior spread, not the fit's (wide) prior error
+    undetermined = profile.model_copy(update={"provenance": {"not_determined": ["host_dispatch_time[megatron]"]}})
+    assert host_log_error(undetermined, "megatron") == HOST_PRIOR_LOG_SIGMA
 
 
 @settings(max_examples=25, deadline=None)
@@ -154,8 +160,9 @@ def test_host_sensitivity_is_the_log_change_of_a_fully_host_bound_step():
 
 
 def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_host_time():
-    """The same host-bound job: its interval is wider when the stack's host time is a prior (log
-    error 0.7) than when rows fitted it tightly (0.01), and the confidence line says why."""
+    """The same host-bound job: its interval is wider when the stack's host time is a prior the
+    rows did not determine (x2 at one error) than when rows fitted it tightly (1 %), and the
+    confidence line says why."""
     scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
                              "vocab": 51200},
                 "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
@@ -163,11 +170,14 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
     shipped = default_profile()
     key, value = "host_dispatch_time[megatron]", 2e-5
     widths = {}
-    for error in (0.01, 0.7):
+    fitted = [name for name in shipped.provenance.get("not_determined", []) if name != key]
+    for determined in (True, False):
+        provenance = {**shipped.provenance, "not_determined": fitted if determined else [*fitted, key]}
         profile = shipped.model_copy(update={"values": {**shipped.values, key: value},
-                                             "uncertainty": {**shipped.uncertainty, key: value * error}})
+                                             "uncertainty": {**shipped.uncertainty, key: value * 0.01},
+                                             "provenance": provenance})
         result = estimate(scenario, profile=profile)
-        widths[error] = result.interval_80["step_time_high_s"] / result.interval_80["step_time_low_s"]
+        widths[determined] = result.interval_80["step_time_high_s"] / result.interval_80["step_time_low_s"]
         said = [line for line in result.confidence["extrapolates"] if "host dispatch time" in line]
-        assert bool(said) == (error == 0.7)
-    assert widths[0.7] > 1.05 * widths[0.01]
+        assert bool(said) == (not determined)
+    assert widths[False] > 1.05 * widths[True]

@@ -70,7 +70,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
     host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
     # the host one standard error slower (log space): what an uncertain host time can do to the passes
-    host_slow = host * np.exp(profile.log_error("host_dispatch_time", framework))
+    host_slow = host * np.exp(compute.host_log_error(profile, framework))
     weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs, framework)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat

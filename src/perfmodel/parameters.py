@@ -199,7 +199,7 @@ _TABLE = (
                "kernel launched back to back takes 3.8 us per kernel on V100 (about 1 us gap), 9.6 us "
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
     Parameter(
-        name="host_dispatch_time", default=1e-5, low=1e-6, high=3e-4, unit="s",
+        name="host_dispatch_time", default=1e-5, low=0.0, high=3e-4, unit="s",
         description="host (framework) time to dispatch the kernels of one modelled op (an op of the op tables "
                     "stands for one to a few framework kernels); the host dispatches asynchronously, so a pass "
                     "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
@@ -214,13 +214,11 @@ _TABLE = (
                "(gemm_linear_call_overhead), and NVIDIA/TransformerEngine#2053 (2025) measures the CPU time of one "
                "bf16 Linear forward on an H100 DGX (Xeon 8480C) at 13.5 us with torch, and TE's Linear at 2.5-2.7x "
                "torch's on Grace hosts; the bound 300 us allows a modelled op (e.g. unfused attention: two "
-               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime.  A time is a "
-               "scale: the prior is log-normal (low 1 us, below a bare launch), log-sigma 0.7, so its 95 % range "
-               "2.5-40 us spans a bare launch per modelled kernel to an eager stack launching three kernels of "
-               "13 us for each (a transformer layer's forward pass is 10 modelled kernels; an unfused "
-               "Megatron-LM layer launches about 20: bias adds, dropouts, transposes); fitted per framework by "
-               "calibrate on training rows",
-        per="framework", poolable=False, prior_log_sigma=0.7),
+               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime (TensorFlow 1 "
+               "graphs split a layer norm or a GELU into several ops); fitted per framework by calibrate on "
+               "training rows.  An estimate at a framework's prior counts it uncertain by x2 at one standard "
+               "error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)",
+        per="framework", poolable=False),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

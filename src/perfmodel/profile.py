@@ -168,16 +168,15 @@ class CalibrationProfile(BaseModel):
         key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
         return key not in self.values or key in self.provenance.get("not_determined", ())
 
-    def log_error(self, name: str, group: str | None = None) -> float:
+    def log_error(self, name: str, group: str | None = None) -> float | None:
         """One standard error, in log space (relative), of the value :meth:`get` returns for
-        ``group``: the applying fitted key's ``uncertainty`` / value, or the parameter's
-        ``prior_log_sigma`` when no fitted value with an uncertainty applies (all that is known of a
-        prior is the prior)."""
+        ``group``: the applying fitted key's ``uncertainty`` / value; None when no fitted value with
+        an uncertainty applies."""
         key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
         value, error = self.values.get(key), self.uncertainty.get(key)
         if value is not None and value > 0 and error is not None and math.isfinite(error):
             return float(error / value)
-        return PARAMETERS[name].prior_log_sigma
+        return None
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""

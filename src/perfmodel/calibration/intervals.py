@@ -60,6 +60,7 @@ import re
 
 import numpy as np
 
+from perfmodel.models.compute import host_log_error
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
@@ -854,7 +855,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
         known = "its prior" if profile.prior_only("host_dispatch_time", framework) else "fitted"
         extrapolates.append(
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
-            f"{math.exp(profile.log_error('host_dispatch_time', framework)):.2f}, {known}) would slow the step "
+            f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
             f"{math.expm1(host):.0%}")
     values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
     for feature, trend in entry["scale"].items():

@@ -50,6 +50,8 @@ million candidate plans.  The efficiency parameters are declared in :mod:`perfmo
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perfmodel.hardware.specs import GPU
@@ -229,6 +231,22 @@ def kernel_launches(table: OpTable, precision: str) -> tuple[np.ndarray, np.ndar
     input_cast, _, gradient_cast = (cast > 0 if precision == "fp8" else np.zeros_like(cast, dtype=bool)
                                     for cast in fp8_cast_bytes(table))
     return 1.0 + input_cast, 1.0 + two_gemms + gradient_cast
+
+
+# ASSUMPTION (shown by confidence()): a framework whose rows never determined its host dispatch time
+# has it to within x2 at one standard error: torch's nn.Linear forward costs its host 13.5 us on an
+# H100 DGX and TransformerEngine's 2.5-2.7x that on Grace hosts (NVIDIA/TransformerEngine#2053), and a
+# modelled op stands for one to three framework kernels.  (The fit's own prior is deliberately wider,
+# so that rows of a stack far from the prior, such as TensorFlow 1 graphs, can move it.)
+HOST_PRIOR_LOG_SIGMA = math.log(2.0)
+
+
+def host_log_error(profile: CalibrationProfile, framework: str | None) -> float:
+    """One standard error, in log space, of ``framework``'s ``host_dispatch_time``: its fitted
+    relative error when rows determined it, else :data:`HOST_PRIOR_LOG_SIGMA`."""
+    fitted = None if profile.prior_only("host_dispatch_time", framework) else \
+        profile.log_error("host_dispatch_time", framework)
+    return HOST_PRIOR_LOG_SIGMA if fitted is None else fitted
 
 
 def queued_time(gpu_seconds, launches, host_dispatch_s):
