@@ -16,7 +16,8 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method),
   plus the host dispatch time's: the squared log change of the step when the host is one
   standard error slower (:func:`perfmodel.chain.host_log_sensitivity`, 0 for a step the host
-  does not bind even then; a framework whose rows never determined it has its prior's error).
+  does not bind even then; a framework whose rows never determined it counts it uncertain by x2,
+  :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
   (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
