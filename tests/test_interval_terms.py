@@ -257,7 +257,7 @@ def test_confidence_names_the_nearest_held_out_rows_and_their_error():
     ids = [row["id"] for row in near["nearest"]]
     assert ids[:2] == ["b", "e"]  # Ampere, 8 GPUs, composer (same distance on every scale axis)
     assert near["nearest"][0]["error"] == pytest.approx(90.0 / 100.0 - 1.0)
-    assert "nearest measured: b (A100-SXM4-80GB, composer), measured 0.90x" in near["text"]
+    assert "nearest measured: b (8 x A100-SXM4-80GB, composer), measured 0.90x" in near["text"]
     # median |error| of the Ampere rows: |0|, |-0.1|, |-0.2|, |0.2|, |100/110 - 1|
     assert near["measured_rows"]["median_error"] == pytest.approx(0.1)
     megatron = iv.confidence(model, PROFILE, "train", "Ampere", num_gpus=512, framework="megatron")

@@ -877,7 +877,8 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             f"{measured['n']} {kind} rows on {architecture}"
             + (f" (median held-out error {measured['median_error']:.0%})" if measured["median_error"] is not None
                else "")
-            + (f"; nearest measured: {nearest[0]['id']} ({nearest[0]['gpu']}"
+            + (f"; nearest measured: {nearest[0]['id']} ("
+               + (f"{nearest[0]['num_gpus']:.0f} x " if nearest[0].get("num_gpus") else "") + f"{nearest[0]['gpu']}"
                + (f", {nearest[0]['framework']}" if nearest[0].get("framework") else "")
                + f"), measured {1.0 + nearest[0]['error']:.2f}x the held-out prediction" if nearest else "")
             + (f"; extrapolates: {'; '.join(extrapolates)}" if extrapolates else "")
