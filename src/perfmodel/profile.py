@@ -165,18 +165,26 @@ class CalibrationProfile(BaseModel):
         """Whether :meth:`get` of ``name`` for ``group`` returns a prior, not a value fitted to rows:
         no fitted value applies (neither ``name[group]`` nor a pooled ``name``), or the one that
         applies is listed in ``provenance['not_determined']``."""
-        key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
+        key = self._applying_key(name, group)
         return key not in self.values or key in self.provenance.get("not_determined", ())
 
-    def log_error(self, name: str, group: str | None = None) -> float | None:
-        """One standard error, in log space (relative), of the value :meth:`get` returns for
-        ``group``: the applying fitted key's ``uncertainty`` / value; None when no fitted value with
-        an uncertainty applies."""
-        key = f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
+    def _applying_key(self, name: str, group: str | None) -> str:
+        """The key whose value :meth:`get` would use if fitted: ``name[group]`` when the profile has
+        it, else the pooled ``name``."""
+        return f"{name}[{group}]" if group is not None and f"{name}[{group}]" in self.values else name
+
+    def relative_error(self, key: str) -> float | None:
+        """``uncertainty[key] / values[key]`` (one standard error, relative: log space), None when
+        either is missing, not finite or the value is not positive."""
         value, error = self.values.get(key), self.uncertainty.get(key)
         if value is not None and value > 0 and error is not None and math.isfinite(error):
             return float(error / value)
         return None
+
+    def log_error(self, name: str, group: str | None = None) -> float | None:
+        """One standard error, in log space (relative), of the value :meth:`get` returns for
+        ``group``: the applying fitted key's :meth:`relative_error`; None when none applies."""
+        return self.relative_error(self._applying_key(name, group))
 
     def interval_ratio(self, kind: str, group: str | None = None):
         """(low, high) 80 % ratio bounds for ``kind[group]``, else ``kind``, else None."""

@@ -87,7 +87,7 @@ ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; eac
 _MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
 _MIN_SPREAD_SHARE = 0.25  # the residual variance v keeps at least this share of the raw spread
 CROSS_FIT_FOLDS = 5  # folds of the cross-fitted standardized residuals
-HOST_STATED = math.log(1.05)  # confidence() names the host time when one standard error moves the step this much
+HOST_STATED_LOG_CHANGE = math.log(1.05)  # confidence() names the host time when one error moves the step by this
 NEAREST_KINDS = ("train",)  # kinds whose held-out rows the interval model keeps for confidence()'s nearest rows
 HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", "measured", "predicted", "num_gpus",
                     "model_params", "seq_len")
@@ -210,10 +210,9 @@ def row_context(measurements, catalog):
 # ---------------------------------------------------------------- parameter uncertainty (p)
 
 def _relative(profile, key: str) -> float | None:
-    value, error = profile.values.get(key), profile.uncertainty.get(key)
-    if value is None or error is None or not np.isfinite(error) or not value > 0:
-        return None
-    return float((error / value) ** 2)
+    """The squared relative standard error of ``key`` (:meth:`CalibrationProfile.relative_error`)."""
+    error = profile.relative_error(key)
+    return None if error is None else error ** 2
 
 
 def at_bound(profile, key: str) -> bool:
@@ -551,10 +550,15 @@ def _held_out_table(scored, info, kinds) -> dict[str, list]:
     for column in HELD_OUT_COLUMNS:
         source = rows if column in ("id", "kind", "metric", "measured", "predicted") else context
         values = source[column].tolist() if column in source else [None] * len(rows)
-        table[column] = [None if value is None or (isinstance(value, float) and not math.isfinite(value))
-                         else (float(value) if isinstance(value, (int, float, np.number)) else str(value))
-                         for value in values]
+        table[column] = [_json_scalar(value) for value in values]
     return table
+
+
+def _json_scalar(value):
+    """A number as a float (None when not finite), anything else as its text (None stays None)."""
+    if isinstance(value, (int, float, np.number)):
+        return float(value) if math.isfinite(value) else None
+    return None if value is None else str(value)
 
 
 def held_out_rows(model: dict):
@@ -851,7 +855,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     for key in pinned(profile, kind, architecture):
         extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
                             f"its prior width counts, in the share the measured rows leave open")
-    if host >= HOST_STATED:
+    if host >= HOST_STATED_LOG_CHANGE:
         value = profile.get("host_dispatch_time", framework)
         known = "its prior" if profile.prior_only("host_dispatch_time", framework) else "fitted"
         extrapolates.append(
@@ -920,10 +924,7 @@ def _nearest(rows, kind, architecture, values, count=3, framework=None) -> list[
             distance = distance + np.nan_to_num(decades, nan=3.0)
     order = np.argsort(distance, kind="stable")[:count]
     def optional(i, column):
-        value = ok[column].iloc[i] if column in ok else None
-        if isinstance(value, (int, float, np.number)):
-            return float(value) if math.isfinite(value) else None
-        return None if value is None else str(value)
+        return _json_scalar(ok[column].iloc[i]) if column in ok else None
 
     return [{"id": str(ok["id"].iloc[i]), "gpu": str(ok["gpu"].iloc[i]), "framework": optional(i, "framework"),
              "num_gpus": optional(i, "num_gpus"), "metric": str(ok["metric"].iloc[i]),
