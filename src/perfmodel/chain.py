@@ -44,6 +44,19 @@ BOTTLENECK_OF = {
     "optimizer": "memory bandwidth", "offload": "PCIe (offload)", "overhead": "framework overhead", "input": "input pipeline",
 }
 
+# The parts of a step beyond the compute passes, grouped by the physics that times them: the
+# synchronous collectives inside each layer (TP, CP, expert all-to-all), the data-parallel
+# gradient and parameter collectives, the pipeline's bubble and transfers, and the per-step work
+# (optimizer, offload, fixed overhead, input).  The chain reports each group's share of the step
+# (``share_<group>``); the interval model widens an estimate whose share exceeds every fitted row's
+# (perfmodel.calibration.intervals.untested_share).
+STEP_SHARES = {
+    "layer_comm": ("tp_comm", "cp_comm", "moe_comm"),
+    "data_comm": ("dp_comm", "zero_gather"),
+    "pipeline": ("pp_bubble", "pp_comm"),
+    "step_work": ("optimizer", "offload", "overhead", "input"),
+}
+
 # all-to-alls per MoE layer and micro-batch: dispatch and combine forward, their gradients backward
 MOE_ALL_TO_ALLS_PER_LAYER = 4.0
 
@@ -535,6 +548,8 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
     out["memory_bound_share"] = values["memory_bound_share"]
     out["launch_bound_share"] = values["launch_bound_share"]
     out["host_log_sensitivity"] = host_log_sensitivity(values["host_slowdown"], out["gpu_utilization"])
+    for group, parts in STEP_SHARES.items():
+        out[f"share_{group}"] = sum(values[f"{part}_s"] for part in parts) / step_time
     out.update({key: value for key, value in values.items() if key.startswith("memory_")})
     return out
 
@@ -573,7 +588,8 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     ``plans`` holds the :data:`perfmodel.plans.PLAN_FIELDS` as integer arrays of equal length; plans
     must already be valid (see :func:`perfmodel.plans.check_plans`).  Returns a dict with
     ``step_time_s``, one array per :data:`BREAKDOWN` component (``<name>_s``), throughput, FLOP
-    rates, MFU/HFU, memory components (``memory_<component>``), ``memory_fits`` and, with
+    rates, MFU/HFU, each :data:`STEP_SHARES` group's share of the step (``share_<group>``), memory
+    components (``memory_<component>``), ``memory_fits`` and, with
     ``memory_reasons``, ``memory_reasons_text`` (a list of reasons per plan).
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
-from perfmodel.calibration.intervals import confidence, time_bounds
+from perfmodel.calibration.intervals import SHARE_COLUMNS, confidence, time_bounds
 from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
@@ -174,7 +174,8 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     assumed = _assumed_inputs(cluster, profile, base["assumptions"].get("framework"))
     context = {"architecture": cluster.gpu.architecture, "gpu": cluster.gpu.name, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
-               "assumed": {name: True for name in assumed} or None, "host": value["host_log_sensitivity"]}
+               "assumed": {name: True for name in assumed} or None, "host": value["host_log_sensitivity"],
+               "shares": {column: float(value[column]) for column in SHARE_COLUMNS}}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -186,7 +187,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
             assumed=assumed or None, gpu=cluster.gpu.name, host=value["host_log_sensitivity"],
-            framework=base["assumptions"].get("framework"))
+            framework=base["assumptions"].get("framework"), shares=context["shares"])
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

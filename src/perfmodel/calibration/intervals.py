@@ -31,7 +31,13 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   ``n0 / (n_gpu + n0)`` (the larger of the two terms counts, not their sum); each decade of GPU
   count, model size or sequence length outside the fitted range adds the residual trend along
   that axis (slope and its standard error, in quadrature) times the distance; each assumed input
-  (framework, fabric) adds the between-group variance of the biases of that input;
+  (framework, fabric) adds the between-group variance of the biases of that input; a step whose
+  makeup the fitted rows never had -- a larger share of it in layer communication, data-parallel
+  communication, the pipeline or per-step work (:data:`perfmodel.chain.STEP_SHARES`) than any
+  fitted row of the kind -- adds ``(s_u u)^2``, ``u`` the sum of those shares beyond the fitted
+  maximum (:func:`untested_share`) and ``s_u`` fitted by maximum likelihood on the
+  cross-validated rows whose share exceeded the range of the folds that predicted them (the
+  prior :data:`SHARE_PRIOR_LOG_SIGMA` when fewer than :data:`MIN_SHARE_ROWS` did);
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
   ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
   (cross-fitting, so the quantiles are those of rows the nodes did not see; for train and
@@ -61,13 +67,15 @@ import re
 
 import numpy as np
 
+from perfmodel.chain import STEP_SHARES
 from perfmodel.models.compute import host_log_error
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
-           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "BUCKETS", "MIN_ROWS",
+           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "SHARE_COLUMNS", "untested_share",
+           "BUCKETS", "MIN_ROWS",
            "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -92,6 +100,17 @@ NEAREST_KINDS = ("train",)  # kinds whose held-out rows the interval model keeps
 HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", "measured", "predicted", "num_gpus",
                     "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
+SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s columns of the chain's step shares
+# ASSUMPTION (shown by confidence()): with too few rows to fit it, a share of the step that no fitted
+# row tested is uncertain by x2 at one standard error, the spread assumed for a host dispatch time no
+# row determined (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)
+SHARE_PRIOR_LOG_SIGMA = math.log(2.0)
+MIN_SHARE_ROWS = 5  # cross-validated rows beyond their folds' range needed to fit s_u
+SHARE_ROW_THRESHOLD = 0.01  # a row counts as beyond the range when its untested share exceeds this
+SHARE_STATED = 0.05  # confidence() names a step share that exceeds the fitted range by this much
+SHARE_LABELS = {"share_layer_comm": "tensor/context/expert-parallel communication",
+                "share_data_comm": "data-parallel communication", "share_pipeline": "pipeline bubble and transfers",
+                "share_step_work": "optimizer, offload, fixed step overhead and input"}
 BOUND_TOLERANCE = 1e-3  # a fitted value within this share of its parameter's range of a bound is at it
 
 
@@ -289,6 +308,62 @@ def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
     Missing (NaN) counts as 0: a row or kind the host does not time."""
     value = np.nan_to_num(np.asarray(host_log_sensitivity, dtype=float), nan=0.0) ** 2
     return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
+
+
+def untested_share(shares, share_range, shape=()) -> np.ndarray:
+    """``u``: the sum over the step-share columns of ``share_range`` (column -> the largest share of
+    the fitted rows) of each estimate's share beyond it, ``sum_c max(0, s_c - max_c)``.
+    ``shares`` maps a :data:`SHARE_COLUMNS` name to the estimates' shares (arrays broadcast; a
+    missing column or NaN counts as within the range)."""
+    total = np.zeros(shape)
+    for column, top in share_range.items():
+        value = (shares or {}).get(column)
+        if value is not None:
+            total = total + np.maximum(np.nan_to_num(np.asarray(value, dtype=float), nan=0.0) - top, 0.0)
+    return total
+
+
+def source_families(sources) -> np.ndarray:
+    """Each row's source family (:func:`perfmodel.calibration.measurements.source_group`: the
+    first word of ``source``, one repository's or one author's runs; None without a source)."""
+    from perfmodel.calibration.measurements import source_group
+
+    return np.array([source_group(s) if isinstance(s, str) and s.strip() else None for s in sources], dtype=object)
+
+
+def _share_term(shares, groups, r, bias, variance) -> tuple[dict, np.ndarray]:
+    """(the kind's ``shares`` entry, each row's untested share ``u``) from its cross-validated rows.
+
+    ``shares``: the rows' step shares (column -> array); ``groups``: each row's source family
+    (:func:`source_families`; None: unknown, no row is beyond a range); ``r``, ``bias``,
+    ``variance``: the rows' log ratios, the bias and the variance (v + p) the nodes give them.
+    ``range``: each column's largest share; ``u`` of a row is against the range of the rows of
+    the *other* families: how far beyond anything other labs' runs showed the fit this row's step
+    makeup is (a user's run is a family the fit never saw).  ``log_sigma`` (``s_u``) maximizes the normal likelihood of
+    ``r ~ N(bias, variance + (s_u u)^2)``; with fewer than :data:`MIN_SHARE_ROWS` rows beyond their
+    range it is the prior :data:`SHARE_PRIOR_LOG_SIGMA`."""
+    from scipy.optimize import minimize_scalar
+
+    share_range = {c: float(np.nanmax(v)) if np.isfinite(v).any() else 0.0 for c, v in shares.items()}
+    u = np.zeros(r.size)
+    if groups is not None:
+        for group in set(groups) - {None}:
+            held = groups == group
+            if held.all():
+                continue
+            fitted = {c: float(np.nanmax(np.where(held, np.nan, v))) if np.isfinite(v[~held]).any() else 0.0
+                      for c, v in shares.items()}
+            u[held] = untested_share({c: v[held] for c, v in shares.items()}, fitted, (int(held.sum()),))
+    beyond = int((u > SHARE_ROW_THRESHOLD).sum())
+    entry = {"range": share_range, "log_sigma": SHARE_PRIOR_LOG_SIGMA, "rows_beyond": beyond, "fitted": False}
+    if beyond >= MIN_SHARE_ROWS:
+        def negative_log_likelihood(log_s):
+            total = variance + (math.exp(log_s) * u) ** 2
+            return 0.5 * float(np.sum(np.log(total) + (r - bias) ** 2 / total))
+
+        best = minimize_scalar(negative_log_likelihood, bounds=(math.log(1e-3), math.log(20.0)), method="bounded")
+        entry.update(log_sigma=float(math.exp(best.x)), fitted=True)
+    return entry, u
 
 
 def _parameter_table(profile, kinds, archs) -> np.ndarray:
@@ -497,6 +572,17 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
         entry = _tree(r, p, arch, bucket, pooled, n0)
+        shares = {c: scored[c].to_numpy(dtype=float)[mask] for c in SHARE_COLUMNS if c in scored}
+        if shares and any(np.isfinite(v).any() for v in shares.values()):
+            # a step makeup beyond the fitted rows' (train rows): its term joins p, and the nodes
+            # are refitted so that v is the spread beyond it
+            bias, variance = _lookup(entry, arch, np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp))
+            groups = source_families(info["source"])[mask] if "source" in info else None
+            share_entry, u = _share_term(shares, groups, r, bias, variance + p)
+            p = p + (share_entry["log_sigma"] * u) ** 2
+            p_all[mask] = p
+            entry = _tree(r, p, arch, bucket, pooled, n0)
+            entry["shares"] = share_entry
         entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
         if unseen is not None:
@@ -627,12 +713,13 @@ def _check_level(level) -> float:
 
 
 def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None,
-              host=0.0):
+              host=0.0, shares=None):
     """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
     per distinct kind, architecture and GPU and vectorized over estimates."""
     shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu,
                                                         host)),
-                                *(np.shape(flag) for flag in (assumed or {}).values()))
+                                *(np.shape(flag) for flag in (assumed or {}).values()),
+                                *(np.shape(share) for share in (shares or {}).values()))
     unknown = set(assumed or {}) - set(ASSUMABLE)
     if unknown:
         raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
@@ -646,7 +733,7 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
             for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
     out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "bounds", "scale",
-                                               "assumed")}
+                                               "assumed", "shares")}
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
     out["host"] = host_variance(host, shape)
     pinned_variance = _bound_table(profile, kinds, archs)
@@ -674,38 +761,46 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
             lo, hi = trend["range"]
             scale += (trend["per_decade"] * np.nan_to_num(np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0))) ** 2
         out["scale"][mask] = scale
+        if "shares" in entry and shares:
+            untested = untested_share({c: np.broadcast_to(np.asarray(v, dtype=float), shape)[mask]
+                                       for c, v in shares.items()}, entry["shares"]["range"], (int(mask.sum()),))
+            out["shares"][mask] = (entry["shares"]["log_sigma"] * untested) ** 2
         for input_name, flag in (assumed or {}).items():
             out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
                                              entry["tau"].get(input_name, 0.0), 0.0)
     out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["host"] + out["bounds"] + out["architecture"]
-                           + out["gpu"] + out["scale"] + out["assumed"])
+                           + out["gpu"] + out["scale"] + out["assumed"] + out["shares"])
     return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
-              seq_len=np.nan, assumed=None, gpu=None, host=0.0) -> dict[str, np.ndarray]:
+              seq_len=np.nan, assumed=None, gpu=None, host=0.0, shares=None) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
     :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
     ``bounds`` (the prior of a value at its bound, weighted
     by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
     few or no rows, beyond the architecture term),
-    ``scale`` and ``assumed`` (extrapolation variances) and ``total`` (sqrt of their sum: sigma).
-    ``gpu``: the GPU name of each estimate (None: not known, no GPU term)."""
-    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu, host)[0]
+    ``scale``, ``assumed`` and ``shares`` (extrapolation variances; ``shares``: a step makeup
+    beyond the fitted rows', :func:`untested_share`) and ``total`` (sqrt of their sum: sigma).
+    ``gpu``: the GPU name of each estimate (None: not known, no GPU term); ``shares``: the chain's
+    step shares by :data:`SHARE_COLUMNS` name (None: no share term)."""
+    return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu, host,
+                     shares)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
                  model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None,
-                 host=0.0) -> tuple[np.ndarray, np.ndarray]:
+                 host=0.0, shares=None) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
     ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default;
     ``gpu``: GPU names (None: not known, no GPU-model term); ``host``: each estimate's
-    :func:`perfmodel.chain.host_log_sensitivity` (0: the host time cannot move it)."""
+    :func:`perfmodel.chain.host_log_sensitivity` (0: the host time cannot move it); ``shares``: the
+    chain's step shares by :data:`SHARE_COLUMNS` name (None: no share term)."""
     level = _check_level(level)
     parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len,
-                                         assumed, gpu, host)
+                                         assumed, gpu, host, shares)
     grid = np.asarray(model["grid"])
     z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
     low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
@@ -714,16 +809,17 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
 
 
 def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
-                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0):
+                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0, shares=None):
     """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
     estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
     one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN).  ``host``:
-    the chain's ``host_log_sensitivity`` of each estimate."""
+    the chain's ``host_log_sensitivity`` of each estimate; ``shares``: its step shares
+    (``share_<group>`` outputs of the chain, by :data:`SHARE_COLUMNS` name)."""
     time_s = np.asarray(time_s, dtype=float)
     model = profile.provenance.get("interval_model")
     if model is not None and kind in model["kinds"]:
         ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
-                                             seq_len, assumed, gpu, host)
+                                             seq_len, assumed, gpu, host, shares)
     else:
         if level != LEVEL:
             raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
@@ -766,7 +862,8 @@ def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95
                 info["seq_len"].to_numpy(dtype=float)[known],
                 {k: np.asarray(v)[known] for k, v in (assumed or {}).items()},
                 info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None,
-                frame[HOST_COLUMN].to_numpy(dtype=float)[known] if HOST_COLUMN in frame else 0.0)
+                frame[HOST_COLUMN].to_numpy(dtype=float)[known] if HOST_COLUMN in frame else 0.0,
+                {c: frame[c].to_numpy(dtype=float)[known] for c in SHARE_COLUMNS if c in frame})
             low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
                                              frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
         out[f"low_{tag}"], out[f"high_{tag}"] = low, high
@@ -825,7 +922,8 @@ def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
 
 def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
                seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL,
-               gpu: str | None = None, host: float = 0.0, framework: str | None = None) -> dict:
+               gpu: str | None = None, host: float = 0.0, framework: str | None = None,
+               shares: dict[str, float] | None = None) -> dict:
     """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
@@ -833,16 +931,17 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     and the model's error on each), ``interval_ratio`` (low, high), ``log_sigma`` (the bias and
     total sigma of the log ratio, and each variance term of :func:`log_sigma` as its own sigma)
     and ``text`` (one line for the CLI).  ``host``: the estimate's
-    :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time."""
+    :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time;
+    ``shares``: its step shares by :data:`SHARE_COLUMNS` name."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
     parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
                       nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu,
-                      host)
+                      host, shares)
     low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
                              nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
-                             gpu, host)
+                             gpu, host, shares)
     entry = model["kinds"][kind]
     node = entry["architectures"].get(architecture)
     extrapolates = []
@@ -862,6 +961,14 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
             f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
             f"{math.expm1(host):.0%}")
+    share_entry = entry.get("shares")
+    for column, top in (share_entry["range"] if share_entry else {}).items():
+        value = float((shares or {}).get(column, 0.0))
+        if value - top >= SHARE_STATED:
+            extrapolates.append(
+                f"{value:.0%} of the step is {SHARE_LABELS[column]}, beyond the fitted {kind} rows' "
+                f"{top:.0%}: the untested share counts uncertain by x{math.exp(share_entry['log_sigma']):.2f}"
+                + ("" if share_entry["fitted"] else " (assumed)"))
     values = {"num_gpus": num_gpus, "model_params": model_params, "seq_len": seq_len}
     for feature, trend in entry["scale"].items():
         value = values[feature]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibration.intervals import HOST_COLUMN
+from perfmodel.calibration.intervals import HOST_COLUMN, SHARE_COLUMNS
 from perfmodel.calibration.predictors import PREDICTORS
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.profile import CalibrationProfile, default_profile
@@ -27,8 +27,8 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
     profile = profile or default_profile()
     labels = measurements.index
     measurements = measurements.reset_index(drop=True)
-    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None, HOST_COLUMN: np.nan},
-                       index=measurements.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None, HOST_COLUMN: np.nan,
+                        **{column: np.nan for column in SHARE_COLUMNS}}, index=measurements.index)
     out["reason"] = out["reason"].astype(object)
     out["assumed"] = out["assumed"].astype(object)
     for kind, rows in measurements.groupby("kind", sort=False):
@@ -41,8 +41,9 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
         out.loc[rows.index, "reason"] = result["reason"]
         if "assumed" in result:
             out.loc[rows.index, "assumed"] = result["assumed"]
-        if HOST_COLUMN in result:
-            out.loc[rows.index, HOST_COLUMN] = result[HOST_COLUMN].astype(float)
+        for column in (HOST_COLUMN, *SHARE_COLUMNS):
+            if column in result:
+                out.loc[rows.index, column] = result[column].astype(float)
     bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
     out.loc[bad, "reason"] = "model returned a non-positive or non-finite value"
     out.loc[bad, "predicted"] = np.nan
@@ -53,12 +54,14 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
              profile: CalibrationProfile | None = None) -> pd.DataFrame:
     """One row per measurement: id, kind, gpu, framework, metric, measured, predicted, ape, reason, assumed,
-    host_log_sensitivity.
+    host_log_sensitivity and the step shares.
 
     ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
     ``predicted`` and ``ape`` and a ``reason``; ``host_log_sensitivity`` (train rows, else NaN) is
     how much a host dispatch time one standard error slower would move the prediction
-    (:func:`perfmodel.chain.host_log_sensitivity`, the interval's host term).  When the profile has prediction intervals,
+    (:func:`perfmodel.chain.host_log_sensitivity`, the interval's host term); ``share_<group>``
+    (train rows) is the share of the predicted step in each :data:`perfmodel.chain.STEP_SHARES`
+    group (the interval's step-makeup term).  When the profile has prediction intervals,
     ``low`` and ``high`` bound the 80 % interval.
     """
     labels = measurements.index
@@ -75,6 +78,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         "reason": predicted["reason"],
         "assumed": predicted["assumed"],
         HOST_COLUMN: predicted[HOST_COLUMN],
+        **{column: predicted[column] for column in SHARE_COLUMNS},
     })
     result["ape"] = (result["predicted"] - result["measured"]).abs() / result["measured"]
     profile = profile or default_profile()
@@ -83,7 +87,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
         result["low"], result["high"] = interval_bounds(result, profile, measurements=measurements)
     result.index = labels
-    return result[[c for c in RESULT_COLUMNS + [HOST_COLUMN, "low", "high"] if c in result]]
+    return result[[c for c in RESULT_COLUMNS + [HOST_COLUMN, *SHARE_COLUMNS, "low", "high"] if c in result]]
 
 
 def summarize(result: pd.DataFrame, by: str | list[str] | None = None) -> dict:
