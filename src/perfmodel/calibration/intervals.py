@@ -36,7 +36,7 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   communication, the pipeline or per-step work (:data:`perfmodel.chain.STEP_SHARES`) than any
   fitted row of the kind -- adds ``(s_u u)^2``, ``u`` the sum of those shares beyond the fitted
   maximum (:func:`untested_share`) and ``s_u`` fitted by maximum likelihood on the
-  cross-validated rows whose share exceeded the range of the folds that predicted them (the
+  cross-validated rows whose share exceeded the range of the other source families' rows (the
   prior :data:`SHARE_PRIOR_LOG_SIGMA` when fewer than :data:`MIN_SHARE_ROWS` did);
 * ``z``: the empirical quantiles of the standardized cross-validated residuals
   ``(r - b) / sigma`` of the kind, each against ``b`` and ``sigma`` fitted without it
@@ -74,9 +74,8 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
-           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "SHARE_COLUMNS", "untested_share",
-           "BUCKETS", "MIN_ROWS",
-           "at_bound", "pinned", "BOUND_TOLERANCE"]
+           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "SHARE_COLUMNS",
+           "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -105,7 +104,7 @@ SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s
 # row tested is uncertain by x2 at one standard error, the spread assumed for a host dispatch time no
 # row determined (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)
 SHARE_PRIOR_LOG_SIGMA = math.log(2.0)
-MIN_SHARE_ROWS = 5  # cross-validated rows beyond their folds' range needed to fit s_u
+MIN_SHARE_ROWS = 5  # cross-validated rows beyond the other source families' range needed to fit s_u
 SHARE_ROW_THRESHOLD = 0.01  # a row counts as beyond the range when its untested share exceeds this
 SHARE_STATED = 0.05  # confidence() names a step share that exceeds the fitted range by this much
 SHARE_LABELS = {"share_layer_comm": "tensor/context/expert-parallel communication",
@@ -339,9 +338,9 @@ def _share_term(shares, groups, r, bias, variance) -> tuple[dict, np.ndarray]:
     ``variance``: the rows' log ratios, the bias and the variance (v + p) the nodes give them.
     ``range``: each column's largest share; ``u`` of a row is against the range of the rows of
     the *other* families: how far beyond anything other labs' runs showed the fit this row's step
-    makeup is (a user's run is a family the fit never saw).  ``log_sigma`` (``s_u``) maximizes the normal likelihood of
-    ``r ~ N(bias, variance + (s_u u)^2)``; with fewer than :data:`MIN_SHARE_ROWS` rows beyond their
-    range it is the prior :data:`SHARE_PRIOR_LOG_SIGMA`."""
+    makeup is (a user's run is a family the fit never saw).  ``log_sigma`` (``s_u``) maximizes
+    the normal likelihood of ``r ~ N(bias, variance + (s_u u)^2)``; with fewer than
+    :data:`MIN_SHARE_ROWS` rows beyond their range it is the prior :data:`SHARE_PRIOR_LOG_SIGMA`."""
     from scipy.optimize import minimize_scalar
 
     share_range = {c: float(np.nanmax(v)) if np.isfinite(v).any() else 0.0 for c, v in shares.items()}
