@@ -21,6 +21,7 @@ CATALOG = load_catalog()
 PROFILE = CalibrationProfile(values={"gemm_tensor_core_efficiency": 0.8, "sustained_clock_fraction": 0.8},
                              uncertainty={"gemm_tensor_core_efficiency": 0.02, "sustained_clock_fraction": 0.02})
 FAMILIES = ("labA", "labB", "labC", "labD")
+_MODEL: dict = {}  # one fitted model shared by the hypothesis examples
 
 
 def train_frame(untested_log_sigma, n=400, seed=0, noise=0.1, top=0.6):
@@ -85,14 +86,13 @@ def test_rows_that_are_no_worse_beyond_the_range_fit_a_small_term_and_too_few_ro
 @settings(max_examples=40, deadline=None)
 @given(low=st.floats(0.0, 1.0), extra=st.floats(0.0, 1.0), column=st.sampled_from(iv.SHARE_COLUMNS))
 def test_a_larger_share_never_narrows_the_interval(low, extra, column):
-    frame, context = train_frame(untested_log_sigma=1.0, n=200)
-    model = _MODEL.setdefault("m", iv.fit_interval_model(frame, PROFILE, context))
+    if "m" not in _MODEL:
+        frame, context = train_frame(untested_log_sigma=1.0, n=200)
+        _MODEL["m"] = iv.fit_interval_model(frame, PROFILE, context)
+    model = _MODEL["m"]
     a = iv.ratio_bounds(model, PROFILE, "train", "Ampere", shares={column: low})
     b = iv.ratio_bounds(model, PROFILE, "train", "Ampere", shares={column: min(1.0, low + extra)})
     assert b[1] / b[0] >= a[1] / a[0] * (1 - 1e-12)
-
-
-_MODEL: dict = {}
 
 
 def test_confidence_names_a_share_beyond_the_fitted_range():
