@@ -135,3 +135,17 @@ def test_an_estimate_beyond_the_fitted_makeup_names_it_and_is_wider():
     width = result.interval_80["step_time_high_s"] / result.interval_80["step_time_low_s"]
     assert width > 1.2 * plain.interval_80["step_time_high_s"] / plain.interval_80["step_time_low_s"]
     assert result.step_time_s == plain.step_time_s  # the point estimate does not move
+
+
+def test_validate_reports_the_step_shares_of_train_rows_only():
+    from perfmodel.calibration.measurements import shipped_measurements
+    from perfmodel.calibration.validate import validate
+
+    rows = shipped_measurements()
+    some = pd.concat([rows[rows["kind"] == "train"].head(3), rows[rows["kind"] == "collective"].head(2)])
+    scored = validate(some)
+    train = scored[scored["kind"] == "train"]
+    for column in iv.SHARE_COLUMNS:
+        assert column in scored
+        assert ((train[column] >= 0.0) & (train[column] <= 1.0)).all()
+        assert scored.loc[scored["kind"] == "collective", column].isna().all()
