@@ -149,3 +149,10 @@ def test_validate_reports_the_step_shares_of_train_rows_only():
         assert column in scored
         assert ((train[column] >= 0.0) & (train[column] <= 1.0)).all()
         assert scored.loc[scored["kind"] == "collective", column].isna().all()
+
+
+def test_an_unknown_step_share_is_refused_with_the_known_names():
+    frame, context = train_frame(untested_log_sigma=1.0, n=200)
+    model = iv.fit_interval_model(frame, PROFILE, context)
+    with pytest.raises(ValueError, match="share_layer.*no interval term; known: share_layer_comm"):
+        iv.ratio_bounds(model, PROFILE, "train", "Ampere", shares={"share_layer": 0.9})

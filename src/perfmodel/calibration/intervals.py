@@ -75,7 +75,7 @@ __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_rati
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
            "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "SHARE_COLUMNS",
-           "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
+           "TERM_COLUMNS", "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
 N0 = 10.0  # prior weight in rows: a level with n rows gets weight n / (n + N0)
@@ -100,6 +100,7 @@ HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", 
                     "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
 SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s columns of the chain's step shares
+TERM_COLUMNS = (HOST_COLUMN, *SHARE_COLUMNS)  # the per-row interval inputs a predictor reports besides its value
 # ASSUMPTION (shown by confidence()): with too few rows to fit it, a share of the step that no fitted
 # row tested is uncertain by x2 at one standard error, the spread assumed for a host dispatch time no
 # row determined (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)
@@ -722,6 +723,9 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     unknown = set(assumed or {}) - set(ASSUMABLE)
     if unknown:
         raise ValueError(f"assumed inputs {sorted(unknown)} have no interval term; known: {', '.join(ASSUMABLE)}")
+    unknown = set(shares or {}) - set(SHARE_COLUMNS)
+    if unknown:
+        raise ValueError(f"step shares {sorted(unknown)} have no interval term; known: {', '.join(SHARE_COLUMNS)}")
     kind_codes, kinds = _factorize(kind, shape)
     missing = [k for k in kinds if k not in model["kinds"]]
     if missing:

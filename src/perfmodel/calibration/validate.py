@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibration.intervals import HOST_COLUMN, SHARE_COLUMNS
+from perfmodel.calibration.intervals import TERM_COLUMNS
 from perfmodel.calibration.predictors import PREDICTORS
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.profile import CalibrationProfile, default_profile
@@ -27,8 +27,8 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
     profile = profile or default_profile()
     labels = measurements.index
     measurements = measurements.reset_index(drop=True)
-    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None, HOST_COLUMN: np.nan,
-                        **{column: np.nan for column in SHARE_COLUMNS}}, index=measurements.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None,
+                        **{column: np.nan for column in TERM_COLUMNS}}, index=measurements.index)
     out["reason"] = out["reason"].astype(object)
     out["assumed"] = out["assumed"].astype(object)
     for kind, rows in measurements.groupby("kind", sort=False):
@@ -41,7 +41,7 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
         out.loc[rows.index, "reason"] = result["reason"]
         if "assumed" in result:
             out.loc[rows.index, "assumed"] = result["assumed"]
-        for column in (HOST_COLUMN, *SHARE_COLUMNS):
+        for column in TERM_COLUMNS:
             if column in result:
                 out.loc[rows.index, column] = result[column].astype(float)
     bad = out["predicted"].notna() & ~(np.isfinite(out["predicted"]) & (out["predicted"] > 0))
@@ -77,8 +77,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
         "predicted": predicted["predicted"],
         "reason": predicted["reason"],
         "assumed": predicted["assumed"],
-        HOST_COLUMN: predicted[HOST_COLUMN],
-        **{column: predicted[column] for column in SHARE_COLUMNS},
+        **{column: predicted[column] for column in TERM_COLUMNS},
     })
     result["ape"] = (result["predicted"] - result["measured"]).abs() / result["measured"]
     profile = profile or default_profile()
@@ -87,7 +86,7 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
 
         result["low"], result["high"] = interval_bounds(result, profile, measurements=measurements)
     result.index = labels
-    return result[[c for c in RESULT_COLUMNS + [HOST_COLUMN, *SHARE_COLUMNS, "low", "high"] if c in result]]
+    return result[[c for c in RESULT_COLUMNS + [*TERM_COLUMNS, "low", "high"] if c in result]]
 
 
 def summarize(result: pd.DataFrame, by: str | list[str] | None = None) -> dict:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibration.intervals import HOST_COLUMN, SHARE_COLUMNS
+from perfmodel.calibration.intervals import TERM_COLUMNS
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
 from perfmodel.calibration.row_workload import present, workload_of_spec, workload_spec
 from perfmodel.choice import choose_plans
@@ -122,8 +122,8 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
 
 
 def _frame(rows: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None, HOST_COLUMN: np.nan,
-                        **{column: np.nan for column in SHARE_COLUMNS}}, index=rows.index)
+    out = pd.DataFrame({"predicted": np.nan, "reason": None, "assumed": None,
+                        **{column: np.nan for column in TERM_COLUMNS}}, index=rows.index)
     out["reason"] = out["reason"].astype(object)
     out["assumed"] = out["assumed"].astype(object)
     return out
@@ -149,6 +149,6 @@ def predict_train(rows: pd.DataFrame, catalog, profile) -> pd.DataFrame:
         value, reason = _metric_value(row["metric"], choice.result, workload, cluster, scenario.run)
         out.at[index, "predicted"] = value
         out.at[index, "reason"] = reason
-        for column in (HOST_COLUMN, *SHARE_COLUMNS):
+        for column in TERM_COLUMNS:
             out.at[index, column] = choice.result[column]
     return out
