@@ -123,7 +123,7 @@ def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None, fr
     attention and optimizer are evaluated in one vectorized call."""
     groups: dict[tuple, list[int]] = {}
     for i, plan in enumerate(plans):
-        fixed = settings(plan, cluster.gpu)
+        fixed = settings(plan, cluster.gpu, framework)
         cluster.gpu.peak(fixed["precision"])  # a precision the GPU lacks is a malformed scenario
         groups.setdefault(tuple(fixed.items()), []).append(i)
     out: dict[int, Choice] = {}
@@ -151,7 +151,7 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
         mine = np.flatnonzero(owner == i)
         fitting = mine[result["memory_fits"][mine].astype(bool)] if len(mine) else mine
         if not len(fitting):
-            choices.append(_fallback(plan, workload, cluster))
+            choices.append(_fallback(plan, workload, cluster, framework))
             continue
         headroom = memory_headroom(plan)
         roomy = fitting[within_headroom(result["memory_total"][fitting], result["memory_capacity"][fitting], headroom)]
@@ -203,9 +203,9 @@ def _chosen(plan: Plan, chosen_plan: dict, result: dict[str, float]) -> Choice:
                   result=result)
 
 
-def _fallback(plan: Plan, workload, cluster) -> Choice:
+def _fallback(plan: Plan, workload, cluster, framework=None) -> Choice:
     """The documented defaults, with why they fail (rules broken; else: does not fit)."""
-    default = resolve_plan(plan, cluster.num_gpus, cluster.gpu, workload.family)
+    default = resolve_plan(plan, cluster.num_gpus, cluster.gpu, workload.family, framework)
     mask = int(check_plans(as_arrays(default), workload, cluster.num_gpus, cluster.gpus_per_node)[0])
     reasons = reasons_from_mask(mask)
     return Choice(plan=default, chosen={}, valid=mask == 0, fits=False, reasons=reasons,

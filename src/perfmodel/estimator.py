@@ -20,7 +20,7 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.plans import memory_headroom
+from perfmodel.plans import flash_attention_assumed, memory_headroom
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
@@ -118,10 +118,24 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+    if workload.family == "transformer" and flash_attention_assumed(scenario.plan, cluster.gpu, framework):
+        unfused = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"], flash_attention=False,
+                           optimizer=choice.plan["optimizer"], profile=profile, data=scenario.data,
+                           cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+        base["assumptions"].setdefault("assumed", []).append(
+            flash_assumption(framework, float(unfused["step_time_s"][0] / result["step_time_s"][0])))
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
         base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
+
+
+def flash_assumption(framework: str | None, unfused_over_fused: float) -> str:
+    """The assumed-input line of fused attention taken as the default (:func:`perfmodel.plans.flash_attention_assumed`),
+    with how much slower the step is with unfused attention."""
+    who = f"framework {framework!r} fuses attention in some versions only" if framework else "framework not stated"
+    return (f"{who}: attention assumed fused (FlashAttention); unfused, the step takes "
+            f"{unfused_over_fused - 1:+.0%} -- set plan.flash_attention to say which")
 
 
 def framework_assumption(framework: str | None) -> str:

@@ -213,7 +213,7 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     if chunk < 1:
         raise ValueError(f"chunk = {chunk!r}; allowed: a positive integer")
     scenario, workload, cluster = resolve(scenario, catalog)
-    fixed = settings(scenario.plan, cluster.gpu)
+    fixed = settings(scenario.plan, cluster.gpu, scenario.framework)
     cluster.gpu.peak(fixed["precision"])
     profile = profile or default_profile()
     batch_note = None

@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import OFFLOAD_TARGETS
+from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, OFFLOAD_TARGETS
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
@@ -60,14 +60,32 @@ def default_precision(gpu) -> str:
     raise ValueError(f"{gpu.name} has no bf16, fp16 or fp32 peak in the catalog")
 
 
-def settings(plan: Plan, gpu) -> dict:
+def default_flash_attention(gpu, framework: str | None = None) -> bool:
+    """Whether attention runs fused (FlashAttention) when the plan does not say: the framework's
+    default where it has one (:data:`perfmodel.vocabulary.FRAMEWORK_FLASH_ATTENTION`), else on for
+    Ampere and newer (it needs the tensor cores of sm80+; Dao 2023) -- an assumption
+    (:func:`flash_attention_assumed`).  Without a ``gpu`` (the memory planner): on."""
+    if gpu is not None and gpu.architecture in ("Pascal", "Volta", "Turing"):
+        return False
+    return FRAMEWORK_FLASH_ATTENTION.get(framework, True)
+
+
+def flash_attention_assumed(plan: Plan, gpu, framework: str | None) -> bool:
+    """True when fused attention was assumed rather than known: the plan does not set
+    ``flash_attention``, the GPU could run it (Ampere or newer) and ``framework`` (None: not
+    stated) has no default of its own."""
+    return (plan.flash_attention is None and framework not in FRAMEWORK_FLASH_ATTENTION
+            and default_flash_attention(gpu, framework))
+
+
+def settings(plan: Plan, gpu, framework: str | None = None) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
-    flash attention (on for Ampere and newer: it needs the tensor cores of sm80+; Dao 2023) and
-    the optimizer (Adam) and CUDA graphs (off: eager PyTorch, as Megatron-LM runs by default).
-    Without a ``gpu`` (the memory planner): bf16 and flash attention on."""
+    flash attention (:func:`default_flash_attention` of the GPU and ``framework``), the optimizer
+    (Adam) and CUDA graphs (off: eager PyTorch, as Megatron-LM runs by default).  Without a
+    ``gpu`` (the memory planner): bf16 and flash attention on."""
     flash = plan.flash_attention
     if flash is None:
-        flash = gpu is None or gpu.architecture not in ("Pascal", "Volta", "Turing")
+        flash = default_flash_attention(gpu, framework)
     precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
     return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam",
             "cuda_graphs": bool(plan.cuda_graphs)}
@@ -78,13 +96,14 @@ def default_micro_batch(family: str) -> int:
     return 1 if family == "transformer" else 32
 
 
-def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str) -> dict:
+def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | None = None) -> dict:
     """Fill the plan fields a scenario leaves out with estimate's documented defaults.
 
     Defaults: no tensor/pipeline/context parallelism, all remaining GPUs data-parallel, micro-batch
     1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, no ZeRO,
-    sequence parallelism whenever tp > 1 (Korthikanti et al. 2022), flash attention on Ampere and
-    newer, Adam, and :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
+    sequence parallelism whenever tp > 1 (Korthikanti et al. 2022), flash attention as
+    :func:`default_flash_attention` of the GPU and ``framework``, Adam, and
+    :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
     the candidates a choice ranges over; this is the plan that explains why when none is valid.
     """
     tp, pp, cp, vp = (plan.tp or 1), (plan.pp or 1), (plan.cp or 1), (plan.vp or 1)
@@ -94,7 +113,7 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str) -> dict:
         micro_batch = max(1, plan.global_batch // dp)
     global_batch = plan.global_batch or dp * micro_batch
     return {
-        **settings(plan, gpu),
+        **settings(plan, gpu, framework),
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
         "micro_batch": micro_batch, "global_batch": global_batch,
         "recompute": plan.recompute or "none",

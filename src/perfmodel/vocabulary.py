@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
-           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS",
+           "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "ZERO3_REGATHER_ON_RECOMPUTE",
            "framework_from_text"]
 
@@ -54,6 +54,26 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   tensorflow, jax other TensorFlow or JAX training code
 FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "pytorch",
               "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
+
+# Whether a framework runs attention as one fused kernel (FlashAttention, Dao et al. 2022,
+# arXiv:2205.14135, or Transformer Engine's cuDNN fused attention) when a scenario or measurement
+# row does not say (plan ``flash_attention``).  Unfused attention writes the s x s score matrix and
+# reads it back through softmax and dropout, which makes a short-hidden model much slower.
+#   True   composer (llm-foundry's MPT attn_config.attn_impl: 'flash' or 'triton', both fused),
+#          torchtitan (F.scaled_dot_product_attention: its flash backend on sm80+), nemo (Megatron-Core
+#          with Transformer Engine's DotProductAttention, which selects flash or cuDNN fused attention)
+#   False  the DeepLearningExamples recipes (their BERT/Transformer modeling code computes QK^T,
+#          softmax, dropout and PV as separate ops) and TensorFlow, MXNet and PaddlePaddle stacks
+#          without a FlashAttention kernel
+#   absent version-dependent: megatron (Megatron-LM's own attention is fused only with
+#          --use-flash-attn, an opt-in since 2023; Megatron-Core with Transformer Engine picks a fused
+#          backend by default; the 2021-2022 papers' runs predate FlashAttention), deepspeed
+#          (Megatron-DeepSpeed's --use-flash-attn is opt-in), fsdp and pytorch (the model code
+#          decides), jax.  Those take the GPU's default (fused on Ampere and newer) and the
+#          estimate lists it as an assumption (perfmodel.plans.flash_attention_assumed).
+FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
+                             "dle-pytorch": False, "dle-tensorflow": False, "dle-mxnet": False,
+                             "dle-paddle": False, "tensorflow": False}
 
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,

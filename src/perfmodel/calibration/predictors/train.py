@@ -102,7 +102,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             if pooled[scenario.framework]:
                 assumed.append(framework_assumption(scenario.framework))
             out.at[index, "assumed"] = "; ".join(assumed) or None
-            cluster.gpu.peak(settings(scenario.plan, cluster.gpu)["precision"])
+            cluster.gpu.peak(settings(scenario.plan, cluster.gpu, scenario.framework)["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
             continue
