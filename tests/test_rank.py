@@ -71,7 +71,7 @@ def fake_plan_row(scenario, catalog=None, profile=None):
            "samples_per_s": GLOBAL_BATCH / step, "tokens_per_s": GLOBAL_BATCH * 2048 / step,
            "tflops_per_gpu": flops / step / num_gpus / 1e12, "mfu": 0.4,
            "gpu_utilization": sum(parts[k] for k in BUSY) / step, "precision": "bf16", "fits": True,
-           "host_log_sensitivity": 0.0,
+           "host_log_sensitivity": 0.0, "attention_log_sensitivity": 0.0,
            **{f"share_{group}": sum(parts.get(part, 0.0) for part in members) / step
               for group, members in STEP_SHARES.items()}}
     return pd.Series(row), ""

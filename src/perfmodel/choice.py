@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfmodel.calibration.intervals import time_bounds
+from perfmodel.calibration.intervals import ATTENTION_COLUMN, time_bounds
 from perfmodel.chain import evaluate
 from perfmodel.job import resolve
 from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
-                             conventional_order, enumerate_plans, memory_headroom, reasons_from_mask,
-                             resolve_plan, select, settings, within_headroom)
+                             conventional_order, enumerate_plans, flash_attention_assumed, memory_headroom,
+                             reasons_from_mask, resolve_plan, select, settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
@@ -131,7 +131,28 @@ def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None, fr
         chosen = _choose_group(workload, cluster, [plans[i] for i in indices], dict(fixed), profile, data,
                                framework)
         out.update(zip(indices, chosen))
+        _attention_sensitivity([out[i] for i in indices], [plans[i] for i in indices], workload, cluster,
+                               dict(fixed), profile, data, framework)
     return [out[i] for i in range(len(plans))]
+
+
+def _attention_sensitivity(choices: list[Choice], plans: list[Plan], workload, cluster, fixed: dict, profile, data,
+                           framework) -> None:
+    """Set each timed choice's ``result[ATTENTION_COLUMN]`` (in place): the log change of its step
+    time when attention assumed fused (:func:`perfmodel.plans.flash_attention_assumed`) runs
+    unfused, 0 where the attention kernel is known (stated, the framework's, or no transformer)."""
+    timed = [(choice, plan) for choice, plan in zip(choices, plans) if choice.result]
+    for choice, _ in timed:
+        choice.result[ATTENTION_COLUMN] = 0.0
+    assumed = [choice for choice, plan in timed
+               if workload.family == "transformer" and flash_attention_assumed(plan, cluster.gpu, framework)]
+    if not assumed:
+        return
+    arrays = {name: np.concatenate([choice.arrays[name] for choice in assumed]) for name in PLAN_FIELDS}
+    unfused = evaluate(workload, cluster, arrays, **{**fixed, "flash_attention": False}, profile=profile, data=data,
+                       framework=framework)["step_time_s"]
+    for position, choice in enumerate(assumed):
+        choice.result[ATTENTION_COLUMN] = float(np.log(unfused[position] / choice.result["step_time_s"]))
 
 
 def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, data, framework) -> list[Choice]:

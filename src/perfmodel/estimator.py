@@ -9,13 +9,14 @@ and its reasons, not an exception; a malformed one raises a ``ValueError`` namin
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from perfmodel.chain import BOTTLENECK_OF, BREAKDOWN, evaluate
-from perfmodel.calibration.intervals import SHARE_COLUMNS, confidence, time_bounds
+from perfmodel.calibration.intervals import ATTENTION_COLUMN, SHARE_COLUMNS, confidence, time_bounds
 from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
@@ -118,16 +119,13 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+    attention = choice.result.get(ATTENTION_COLUMN, 0.0)
     if workload.family == "transformer" and flash_attention_assumed(scenario.plan, cluster.gpu, framework):
-        unfused = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"], flash_attention=False,
-                           optimizer=choice.plan["optimizer"], profile=profile, data=scenario.data,
-                           cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
-        base["assumptions"].setdefault("assumed", []).append(
-            flash_assumption(framework, float(unfused["step_time_s"][0] / result["step_time_s"][0])))
+        base["assumptions"].setdefault("assumed", []).append(flash_assumption(framework, math.exp(attention)))
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
         base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
-    return from_arrays(result, 0, workload, cluster, scenario.run, profile, base)
+    return from_arrays(result, 0, workload, cluster, scenario.run, profile, base, attention)
 
 
 def flash_assumption(framework: str | None, unfused_over_fused: float) -> str:
@@ -160,8 +158,9 @@ def host_assumption(profile, framework: str | None, host_bound_share: float) -> 
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,
-                base: dict[str, Any]) -> Estimate:
-    """The Estimate of plan ``index`` of an :func:`evaluate` result."""
+                base: dict[str, Any], attention: float = 0.0) -> Estimate:
+    """The Estimate of plan ``index`` of an :func:`evaluate` result; ``attention``: the plan's
+    :data:`perfmodel.calibration.intervals.ATTENTION_COLUMN` (0: its attention kernel is known)."""
     value = {key: float(array[index]) for key, array in result.items()
              if key not in ("memory_stage", "memory_reasons_text")}
     memory = {key[len("memory_"):]: value[key] for key in value if key.startswith("memory_")}
@@ -189,7 +188,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     context = {"architecture": cluster.gpu.architecture, "gpu": cluster.gpu.name, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
                "assumed": {name: True for name in assumed} or None, "host": value["host_log_sensitivity"],
-               "shares": {column: float(value[column]) for column in SHARE_COLUMNS}}
+               "shares": {column: float(value[column]) for column in SHARE_COLUMNS}, "attention": attention}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -201,7 +200,7 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
             assumed=assumed or None, gpu=cluster.gpu.name, host=value["host_log_sensitivity"],
-            framework=base["assumptions"].get("framework"), shares=context["shares"])
+            framework=base["assumptions"].get("framework"), shares=context["shares"], attention=attention)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

@@ -45,7 +45,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from perfmodel import cost as costs
-from perfmodel.calibration.intervals import SHARE_COLUMNS, time_bounds
+from perfmodel.calibration.intervals import ATTENTION_COLUMN, SHARE_COLUMNS, time_bounds
 from perfmodel.choice import choose_plan
 from perfmodel.job import run_samples
 from perfmodel.plan_search import default_jobs
@@ -283,7 +283,7 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
     low, high = (float(v) for v in time_bounds(
         profile, wall, gpu.architecture, num_gpus=num_gpus, model_params=workload.params,
         seq_len=workload.tokens_per_sample or np.nan, gpu=gpu.name, host=float(best["host_log_sensitivity"]),
-        shares={column: float(best[column]) for column in SHARE_COLUMNS},
+        shares={column: float(best[column]) for column in SHARE_COLUMNS}, attention=float(best[ATTENTION_COLUMN]),
         assumed={"framework": True} if profile.framework_pooled(scenario.framework) else None))
     row.update(
         feasible=True, reasons="", ideal_time_s=ideal, time_to_train_s=wall, checkpoint_time_s=checkpoint,

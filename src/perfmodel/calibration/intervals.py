@@ -17,7 +17,10 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   plus the host dispatch time's: the squared log change of the step when the host is one
   standard error slower (:func:`perfmodel.chain.host_log_sensitivity`, 0 for a step the host
   does not bind even then; a framework whose rows never determined it counts it uncertain by x2,
-  :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`).
+  :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`); and, when fused attention was assumed
+  for a framework that fuses it in some versions only, the two-point variance ``q (1 - q) d^2`` of
+  the step being ``d`` longer (log) unfused, ``q`` = :data:`UNFUSED_PROBABILITY`
+  (:func:`attention_variance`).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
   (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
@@ -74,7 +77,8 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
-           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "HOST_COLUMN", "SHARE_COLUMNS",
+           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "HOST_COLUMN",
+           "ATTENTION_COLUMN", "UNFUSED_PROBABILITY", "SHARE_COLUMNS",
            "TERM_COLUMNS", "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -99,8 +103,15 @@ NEAREST_KINDS = ("train",)  # kinds whose held-out rows the interval model keeps
 HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", "measured", "predicted", "num_gpus",
                     "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
+# validate()'s column (and a Choice's result key) of the log change of the step when attention assumed
+# fused runs unfused (perfmodel.choice.attention_log_sensitivity; 0 when the attention was known)
+ATTENTION_COLUMN = "attention_log_sensitivity"
 SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s columns of the chain's step shares
-TERM_COLUMNS = (HOST_COLUMN, *SHARE_COLUMNS)  # the per-row interval inputs a predictor reports besides its value
+TERM_COLUMNS = (HOST_COLUMN, ATTENTION_COLUMN, *SHARE_COLUMNS)  # per-row interval inputs besides the value
+# ASSUMPTION (shown by confidence()): attention taken as fused for a framework that fuses it in some
+# versions only is unfused with probability 1/2 -- no row with an unstated attention kernel tested it
+UNFUSED_PROBABILITY = 0.5
+ATTENTION_STATED_LOG_CHANGE = math.log(1.05)  # confidence() names the assumed attention when it moves the step this much
 # ASSUMPTION (shown by confidence()): with too few rows to fit it, a share of the step that no fitted
 # row tested is uncertain by x2 at one standard error, the spread assumed for a host dispatch time no
 # row determined (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)
@@ -307,6 +318,16 @@ def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
     and host time and its derivative at the estimate can be 0 while a slower host would bind).
     Missing (NaN) counts as 0: a row or kind the host does not time."""
     value = np.nan_to_num(np.asarray(host_log_sensitivity, dtype=float), nan=0.0) ** 2
+    return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
+
+
+def attention_variance(attention_log_sensitivity, shape=None) -> np.ndarray:
+    """An assumed attention kernel's share of ``p``: the step's log time is ``d`` longer with
+    probability ``q`` (unfused) and unchanged otherwise, a two-point distribution of variance
+    ``q (1 - q) d^2`` (``q`` = :data:`UNFUSED_PROBABILITY`, ``d`` the estimate's
+    :data:`ATTENTION_COLUMN`; NaN counts as 0: attention known or absent)."""
+    d = np.nan_to_num(np.asarray(attention_log_sensitivity, dtype=float), nan=0.0)
+    value = UNFUSED_PROBABILITY * (1.0 - UNFUSED_PROBABILITY) * d ** 2
     return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
 
 
@@ -562,6 +583,8 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     p_all = parameter_variance(profile, kinds, arch_all)
     if HOST_COLUMN in scored:
         p_all = p_all + host_variance(scored[HOST_COLUMN].to_numpy(dtype=float))
+    if ATTENTION_COLUMN in scored:
+        p_all = p_all + attention_variance(scored[ATTENTION_COLUMN].to_numpy(dtype=float))
     bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
     model: dict = {"version": 2, "n0": n0, "grid": list(GRID), "kinds": {}}
     gpu_measured = set()
@@ -713,11 +736,11 @@ def _check_level(level) -> float:
 
 
 def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None,
-              host=0.0, shares=None):
+              host=0.0, shares=None, attention=0.0):
     """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
     per distinct kind, architecture and GPU and vectorized over estimates."""
     shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu,
-                                                        host)),
+                                                        host, attention)),
                                 *(np.shape(flag) for flag in (assumed or {}).values()),
                                 *(np.shape(share) for share in (shares or {}).values()))
     unknown = set(assumed or {}) - set(ASSUMABLE)
@@ -739,6 +762,7 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
                                                "assumed", "shares")}
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
     out["host"] = host_variance(host, shape)
+    out["attention"] = attention_variance(attention, shape)
     pinned_variance = _bound_table(profile, kinds, archs)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
@@ -771,16 +795,18 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         for input_name, flag in (assumed or {}).items():
             out["assumed"][mask] += np.where(np.broadcast_to(np.asarray(flag, dtype=bool), shape)[mask],
                                              entry["tau"].get(input_name, 0.0), 0.0)
-    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["host"] + out["bounds"] + out["architecture"]
+    out["total"] = np.sqrt(out["residual"] + out["parameters"] + out["host"] + out["attention"] + out["bounds"]
+                           + out["architecture"]
                            + out["gpu"] + out["scale"] + out["assumed"] + out["shares"])
     return out, kind_codes, kinds
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
-              seq_len=np.nan, assumed=None, gpu=None, host=0.0, shares=None) -> dict[str, np.ndarray]:
+              seq_len=np.nan, assumed=None, gpu=None, host=0.0, shares=None, attention=0.0) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
     :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
+    ``attention`` (an assumed fused attention's part of p: :func:`attention_variance` of ``attention``),
     ``bounds`` (the prior of a value at its bound, weighted
     by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
     few or no rows, beyond the architecture term),
@@ -789,21 +815,22 @@ def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_p
     ``gpu``: the GPU name of each estimate (None: not known, no GPU term); ``shares``: the chain's
     step shares by :data:`SHARE_COLUMNS` name (None: no share term)."""
     return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu, host,
-                     shares)[0]
+                     shares, attention)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
                  model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None,
-                 host=0.0, shares=None) -> tuple[np.ndarray, np.ndarray]:
+                 host=0.0, shares=None, attention=0.0) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
     ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default;
     ``gpu``: GPU names (None: not known, no GPU-model term); ``host``: each estimate's
     :func:`perfmodel.chain.host_log_sensitivity` (0: the host time cannot move it); ``shares``: the
-    chain's step shares by :data:`SHARE_COLUMNS` name (None: no share term)."""
+    chain's step shares by :data:`SHARE_COLUMNS` name (None: no share term); ``attention``: each
+    estimate's :data:`ATTENTION_COLUMN` (0: its attention kernel was known)."""
     level = _check_level(level)
     parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len,
-                                         assumed, gpu, host, shares)
+                                         assumed, gpu, host, shares, attention)
     grid = np.asarray(model["grid"])
     z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
     low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
@@ -812,17 +839,19 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
 
 
 def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
-                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0, shares=None):
+                assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0, shares=None,
+                attention=0.0):
     """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
     estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
     one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN).  ``host``:
     the chain's ``host_log_sensitivity`` of each estimate; ``shares``: its step shares
-    (``share_<group>`` outputs of the chain, by :data:`SHARE_COLUMNS` name)."""
+    (``share_<group>`` outputs of the chain, by :data:`SHARE_COLUMNS` name); ``attention``: its
+    :data:`ATTENTION_COLUMN` (0: attention kernel known)."""
     time_s = np.asarray(time_s, dtype=float)
     model = profile.provenance.get("interval_model")
     if model is not None and kind in model["kinds"]:
         ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
-                                             seq_len, assumed, gpu, host, shares)
+                                             seq_len, assumed, gpu, host, shares, attention)
     else:
         if level != LEVEL:
             raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
@@ -866,7 +895,8 @@ def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95
                 {k: np.asarray(v)[known] for k, v in (assumed or {}).items()},
                 info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None,
                 frame[HOST_COLUMN].to_numpy(dtype=float)[known] if HOST_COLUMN in frame else 0.0,
-                {c: frame[c].to_numpy(dtype=float)[known] for c in SHARE_COLUMNS if c in frame})
+                {c: frame[c].to_numpy(dtype=float)[known] for c in SHARE_COLUMNS if c in frame},
+                frame[ATTENTION_COLUMN].to_numpy(dtype=float)[known] if ATTENTION_COLUMN in frame else 0.0)
             low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
                                              frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
         out[f"low_{tag}"], out[f"high_{tag}"] = low, high
@@ -926,7 +956,7 @@ def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
 def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
                seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL,
                gpu: str | None = None, host: float = 0.0, framework: str | None = None,
-               shares: dict[str, float] | None = None) -> dict:
+               shares: dict[str, float] | None = None, attention: float = 0.0) -> dict:
     """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
@@ -935,16 +965,17 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     total sigma of the log ratio, and each variance term of :func:`log_sigma` as its own sigma)
     and ``text`` (one line for the CLI).  ``host``: the estimate's
     :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time;
-    ``shares``: its step shares by :data:`SHARE_COLUMNS` name."""
+    ``shares``: its step shares by :data:`SHARE_COLUMNS` name; ``attention``: its
+    :data:`ATTENTION_COLUMN` (attention assumed fused: the log change of the step if unfused)."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
     parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
                       nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu,
-                      host, shares)
+                      host, shares, attention)
     low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
                              nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
-                             gpu, host, shares)
+                             gpu, host, shares, attention)
     entry = model["kinds"][kind]
     node = entry["architectures"].get(architecture)
     extrapolates = []
@@ -964,6 +995,10 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
             f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
             f"{math.expm1(host):.0%}")
+    if attention >= ATTENTION_STATED_LOG_CHANGE:
+        extrapolates.append(
+            f"attention assumed fused; unfused it would slow the step {math.expm1(attention):.0%} "
+            f"(counted as a {UNFUSED_PROBABILITY:.0%} chance, assumed)")
     share_entry = entry.get("shares")
     for column, top in (share_entry["range"] if share_entry else {}).items():
         value = float((shares or {}).get(column, 0.0))

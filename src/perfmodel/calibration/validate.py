@@ -54,12 +54,15 @@ def predict(measurements: pd.DataFrame, catalog: Catalog | None = None,
 def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
              profile: CalibrationProfile | None = None) -> pd.DataFrame:
     """One row per measurement: id, kind, gpu, framework, metric, measured, predicted, ape, reason, assumed,
-    host_log_sensitivity and the step shares.
+    host_log_sensitivity, attention_log_sensitivity and the step shares.
 
     ``ape`` = |predicted - measured| / measured; rows that cannot be predicted have NaN
     ``predicted`` and ``ape`` and a ``reason``; ``host_log_sensitivity`` (train rows, else NaN) is
     how much a host dispatch time one standard error slower would move the prediction
-    (:func:`perfmodel.chain.host_log_sensitivity`, the interval's host term); ``share_<group>``
+    (:func:`perfmodel.chain.host_log_sensitivity`, the interval's host term);
+    ``attention_log_sensitivity`` (train rows) is how much longer (log) the step would be unfused
+    where a row's attention kernel was assumed fused, else 0 (the interval's attention term);
+    ``share_<group>``
     (train rows) is the share of the predicted step in each :data:`perfmodel.chain.STEP_SHARES`
     group (the interval's step-makeup term).  When the profile has prediction intervals,
     ``low`` and ``high`` bound the 80 % interval.
