@@ -237,7 +237,7 @@ def test_op_times_uses_the_precision_of_each_op():
 
 def test_roofline_points_places_ops():
     class Workload:
-        def ops(self, micro_batch, precision="bf16"):
+        def ops(self, micro_batch, precision="bf16", flash_attention=True):
             return _table(micro_batch)
 
     points = compute.roofline_points(Workload(), H100, "bf16", DEFAULTS, micro_batch=4)
@@ -317,7 +317,8 @@ def test_cli_roofline_launch_floor_follows_the_framework(zoo_model, capsys):
     """A slower host per op can only make more ops launch-bound (the floor rises, kernels do not
     change); the host time used is stated."""
     def launch_bound(extra):
-        assert _roofline_cli(["--gpu", "H100-SXM5-80GB", "--model", zoo_model, "--json", *extra]) == 0
+        assert _roofline_cli(["--gpu", "H100-SXM5-80GB", "--model", zoo_model, "--json", "--attention", "fused",
+                              *extra]) == 0
         out = json.loads(capsys.readouterr().out)
         return out["host_dispatch_time_s"], set(out["launch_bound"])
 
@@ -331,6 +332,21 @@ def test_cli_roofline_launch_floor_follows_the_framework(zoo_model, capsys):
     assert "framework dle-tensorflow, longer than the kernel" in capsys.readouterr().out
 
 
+def test_cli_roofline_attention_follows_the_framework_and_unfused_is_slower(capsys):
+    def attention(*extra):
+        assert _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", "gpt3-350m", "--json", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        op = next(op for op in out["ops"] if op["kind"] == "attention")
+        return out["flash_attention"], op["time_s"], op["bytes"]
+
+    fused, fused_s, fused_bytes = attention("--framework", "composer")
+    unfused, unfused_s, unfused_bytes = attention("--framework", "dle-pytorch")
+    assert (fused, unfused) == (True, False)
+    # the s x s scores go through memory only when unfused (FlashAttention keeps them on chip)
+    assert unfused_bytes > fused_bytes and unfused_s > fused_s
+    assert attention("--framework", "dle-pytorch", "--attention", "fused")[1] == pytest.approx(fused_s)
+
+
 def test_cli_roofline_table_and_bad_precision(zoo_model, capsys):
     assert _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", zoo_model]) == 0
     out = capsys.readouterr().out
@@ -341,7 +357,7 @@ def test_cli_roofline_table_and_bad_precision(zoo_model, capsys):
 
 def test_roofline_figure_has_labelled_axes():
     class Workload:
-        def ops(self, micro_batch, precision="bf16"):
+        def ops(self, micro_batch, precision="bf16", flash_attention=True):
             return _table(micro_batch)
 
     from perfmodel.plots.roofline import roofline

@@ -110,3 +110,20 @@ def profile_from(args):
 
     path = getattr(args, "calibration", None)
     return load_profile(path) if path else default_profile()
+
+
+def attention_of(args, gpu) -> bool:
+    """Fused attention or not for ``--attention fused|unfused``; left out, the default of the GPU and
+    ``--framework`` (:func:`perfmodel.plans.default_flash_attention`)."""
+    from perfmodel.plans import default_flash_attention
+
+    choice = getattr(args, "attention", None)
+    if choice is not None:
+        return choice == "fused"
+    return default_flash_attention(gpu, getattr(args, "framework", None))
+
+
+def attention_text(args, flash: bool) -> str:
+    """How the ops' attention was timed, and whether that was given or a default."""
+    how = "fused attention (FlashAttention)" if flash else "unfused attention"
+    return how if getattr(args, "attention", None) else f"{how}, the default; --attention to change"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from perfmodel.cli.common import catalog_from, count_arg, print_json, print_table, profile_from
+from perfmodel.cli.common import (attention_of, attention_text, catalog_from, count_arg, print_json, print_table,
+                                  profile_from)
 from perfmodel.vocabulary import FRAMEWORKS
 
 
@@ -16,6 +17,8 @@ def register(subparsers) -> None:
     parser.add_argument("--framework", choices=FRAMEWORKS, metavar="NAME",
                         help="software stack whose host dispatch time per op sets the launch floor "
                              f"({', '.join(FRAMEWORKS)}; default: not stated, the parameter's prior)")
+    parser.add_argument("--attention", choices=("fused", "unfused"),
+                        help="attention kernel (default: the framework's, else fused on Ampere and newer)")
     parser.add_argument("-o", "--output", metavar="PNG", help="write the roofline figure")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calibration", metavar="PROFILE", help="efficiency profile YAML")
@@ -31,8 +34,9 @@ def run(args) -> int:
         check_output_path(args.output, "the figure")
     gpu = catalog_from(args).gpu(args.gpu)
     profile = profile_from(args)
+    flash = attention_of(args, gpu)
     points = roofline_points(get_workload(args.model), gpu, args.precision, profile, args.micro_batch,
-                             args.framework)
+                             args.framework, flash)
     host_s = profile.get("host_dispatch_time", args.framework)
     host_text = (f"host dispatch {host_s * 1e6:.0f} us per op, "
                  f"{f'framework {args.framework}' if args.framework else 'framework not stated'}"
@@ -46,14 +50,16 @@ def run(args) -> int:
     launch_bound = points.loc[points["bound"] == "launch", "op"].tolist()
     if args.json:
         print_json({"gpu": gpu.name, "model": args.model, "precision": args.precision,
-                    "micro_batch": args.micro_batch, "framework": args.framework, "host_dispatch_time_s": host_s,
+                    "micro_batch": args.micro_batch, "framework": args.framework, "flash_attention": flash,
+                    "host_dispatch_time_s": host_s,
                     "memory_bandwidth_Bps": gpu.memory_bandwidth,
                     "ridge_points_flop_per_byte": ridges, "ops": points.to_dict(orient="records"),
                     "memory_bound": memory_bound, "launch_bound": launch_bound})
         return 0
     print(f"{gpu.name}: HBM {gpu.memory_bandwidth / 1e12:.2f} TB/s; ridge points (FLOP/byte): "
           + ", ".join(f"{p} {r:.0f}" for p, r in ridges.items()))
-    print(f"{args.model}, {args.precision}, micro-batch {args.micro_batch}, forward pass, one instance per op:")
+    print(f"{args.model}, {args.precision}, micro-batch {args.micro_batch}, {attention_text(args, flash)}, "
+          "forward pass, one instance per op:")
     print_table([{"op": r.op, "kind": r.kind, "GFLOP": r.flops / 1e9, "MB": r.bytes / 1e6,
                   "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "efficiency": r.efficiency,
                   "time_us": r.time_s * 1e6, "bound": r.bound} for r in points.itertuples()])

@@ -20,6 +20,8 @@ def register(subparsers) -> None:
     show.add_argument("--gpu", help="also time each forward op on this catalog GPU: predicted efficiency "
                                     "and whether it is compute-, memory- or launch-bound")
     show.add_argument("--precision", default="bf16", help="with --gpu: fp32, tf32, fp16, bf16 or fp8 (default bf16)")
+    show.add_argument("--attention", choices=("fused", "unfused"),
+                      help="with --gpu: attention kernel (default: fused on Ampere and newer, else unfused)")
     show.add_argument("--calibration", metavar="PROFILE", help="with --gpu: efficiency profile YAML")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=handle_show)
@@ -39,11 +41,14 @@ def handle_show(args) -> int:
         summary["shape"] = asdict(workload.shape)
     points = None
     if args.gpu:
-        from perfmodel.cli.common import catalog_from, profile_from
+        from perfmodel.cli.common import attention_of, catalog_from, profile_from
         from perfmodel.models.compute import roofline_points
 
-        points = roofline_points(workload, catalog_from(args).gpu(args.gpu), args.precision, profile_from(args))
+        gpu = catalog_from(args).gpu(args.gpu)
+        flash = attention_of(args, gpu)
+        points = roofline_points(workload, gpu, args.precision, profile_from(args), flash_attention=flash)
         summary["ops_on_gpu"] = {"gpu": args.gpu, "precision": args.precision, "micro_batch": 1,
+                                 "flash_attention": flash,
                                  "ops": points[["op", "kind", "time_s", "efficiency", "bound"]].to_dict(orient="records")}
     if args.json:
         print_json(summary)
@@ -56,7 +61,10 @@ def handle_show(args) -> int:
     print_table(rows, ["kind", "ops", "flops", "bytes", "params", "saved_bytes"])
     print("\n(per sample, forward; bf16, no flash attention, tp = cp = 1)")
     if points is not None:
-        print(f"\nforward ops on {args.gpu}, {args.precision}, micro-batch 1 (efficiency = attained / dense peak):")
+        from perfmodel.cli.common import attention_text
+
+        print(f"\nforward ops on {args.gpu}, {args.precision}, micro-batch 1, {attention_text(args, flash)} "
+              "(efficiency = attained / dense peak):")
         print_table([{"op": r.op, "kind": r.kind, "time_us": r.time_s * 1e6, "efficiency": r.efficiency,
                       "bound": r.bound} for r in points.itertuples()])
     return 0

@@ -302,8 +302,9 @@ def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationP
 
 
 def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProfile,
-                    micro_batch: int = 1, framework: str | None = None):
-    """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline.
+                    micro_batch: int = 1, framework: str | None = None, flash_attention: bool = True):
+    """One row per forward op of ``workload`` at ``micro_batch``: where it sits on the roofline
+    (attention fused as FlashAttention unless ``flash_attention`` is false).
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
     ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
@@ -315,7 +316,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
 
     if isinstance(micro_batch, bool) or int(micro_batch) != micro_batch or micro_batch <= 0:
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
-    table = workload.ops(int(micro_batch), precision=precision)
+    table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
     peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
     kernel = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
     host = profile.get("host_dispatch_time", framework)
