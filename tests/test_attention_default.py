@@ -84,6 +84,9 @@ def test_an_assumed_attention_kernel_is_said_and_widens_the_interval():
     width = {name: e.interval_80["step_time_high_s"] / e.interval_80["step_time_low_s"]
              for name, e in (("assumed", assumed), ("stated", stated))}
     assert width["assumed"] > width["stated"]
+    # centred between the two kernels (a 50/50 unknown), the 80 % interval spans both steps
+    assert assumed.interval_80["step_time_low_s"] < stated.step_time_s
+    assert unfused.step_time_s < assumed.interval_80["step_time_high_s"]
     assert "attention assumed fused" in assumed.confidence["text"]
 
 
@@ -96,10 +99,11 @@ def test_a_framework_with_its_own_default_assumes_nothing():
     assert estimate(gpt("composer")).plan["flash_attention"] is True
 
 
-def test_attention_variance_is_the_two_point_variance():
+def test_attention_term_is_the_two_point_mean_and_variance():
     d = np.array([0.0, 0.2, np.nan, 1.0])
     q = iv.UNFUSED_PROBABILITY
     np.testing.assert_allclose(iv.attention_variance(d), [0.0, q * (1 - q) * 0.04, 0.0, q * (1 - q)])
+    np.testing.assert_allclose(iv.attention_shift(d), [0.0, -q * 0.2, 0.0, -q])
 
 
 def test_validate_reports_the_attention_term_only_where_it_was_assumed():

@@ -20,7 +20,8 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`); and, when fused attention was assumed
   for a framework that fuses it in some versions only, the two-point variance ``q (1 - q) d^2`` of
   the step being ``d`` longer (log) unfused, ``q`` = :data:`UNFUSED_PROBABILITY`
-  (:func:`attention_variance`).
+  (:func:`attention_variance`), about the two-point mean ``q d``, by which ``b`` moves towards the
+  slower case (:func:`attention_shift`).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
   (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
@@ -77,7 +78,8 @@ from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_ke
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
-           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "HOST_COLUMN",
+           "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "attention_shift",
+           "HOST_COLUMN",
            "ATTENTION_COLUMN", "UNFUSED_PROBABILITY", "SHARE_COLUMNS",
            "TERM_COLUMNS", "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
@@ -324,11 +326,20 @@ def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
 def attention_variance(attention_log_sensitivity, shape=None) -> np.ndarray:
     """An assumed attention kernel's share of ``p``: the step's log time is ``d`` longer with
     probability ``q`` (unfused) and unchanged otherwise, a two-point distribution of variance
-    ``q (1 - q) d^2`` (``q`` = :data:`UNFUSED_PROBABILITY`, ``d`` the estimate's
-    :data:`ATTENTION_COLUMN`; NaN counts as 0: attention known or absent)."""
+    ``q (1 - q) d^2`` about its mean ``q d`` (:func:`attention_shift`; ``q`` =
+    :data:`UNFUSED_PROBABILITY`, ``d`` the estimate's :data:`ATTENTION_COLUMN`; NaN counts as 0:
+    attention known or absent)."""
     d = np.nan_to_num(np.asarray(attention_log_sensitivity, dtype=float), nan=0.0)
     value = UNFUSED_PROBABILITY * (1.0 - UNFUSED_PROBABILITY) * d ** 2
     return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
+
+
+def attention_shift(attention_log_sensitivity, shape=None) -> np.ndarray:
+    """The mean of that two-point distribution in rate orientation, ``-q d``: the estimate is the
+    fused step, so the interval is centred ``q d`` towards the slower unfused one (the variance of
+    :func:`attention_variance` is about this mean, so the interval spans both cases' middle)."""
+    d = np.nan_to_num(np.asarray(attention_log_sensitivity, dtype=float), nan=0.0)
+    return np.broadcast_to(-UNFUSED_PROBABILITY * d, shape if shape is not None else d.shape).astype(float)
 
 
 def untested_share(shares, share_range, shape=()) -> np.ndarray:
@@ -583,8 +594,9 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     p_all = parameter_variance(profile, kinds, arch_all)
     if HOST_COLUMN in scored:
         p_all = p_all + host_variance(scored[HOST_COLUMN].to_numpy(dtype=float))
-    if ATTENTION_COLUMN in scored:
+    if ATTENTION_COLUMN in scored:  # a row whose attention was assumed: its error about the two-point mean
         p_all = p_all + attention_variance(scored[ATTENTION_COLUMN].to_numpy(dtype=float))
+        r_all = r_all - attention_shift(scored[ATTENTION_COLUMN].to_numpy(dtype=float))
     bucket_all = gpu_bucket(info["num_gpus"].to_numpy(dtype=float))
     model: dict = {"version": 2, "n0": n0, "grid": list(GRID), "kinds": {}}
     gpu_measured = set()
@@ -769,7 +781,7 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
         codes = arch_codes[mask]
         bias, variance = _node_table(entry, archs)
-        out["bias"][mask] = bias[codes, bucket_codes[mask]]
+        out["bias"][mask] = bias[codes, bucket_codes[mask]] + attention_shift(attention, shape)[mask]
         out["residual"][mask] = variance[codes, bucket_codes[mask]]
         tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
         out["architecture"][mask] = tau[codes]
@@ -806,7 +818,8 @@ def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_p
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
     :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
-    ``attention`` (an assumed fused attention's part of p: :func:`attention_variance` of ``attention``),
+    ``attention`` (an assumed fused attention's part of p: :func:`attention_variance` of ``attention``;
+    ``bias`` includes its :func:`attention_shift`),
     ``bounds`` (the prior of a value at its bound, weighted
     by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
     few or no rows, beyond the architecture term),
