@@ -87,7 +87,7 @@ def test_bad_reference_fabric_in_a_user_file_names_file_and_field(tmp_path):
 SCENARIO_64 = {"workload": {"model": "llama2-7b"}, "framework": "megatron",  # a stated framework: not assumed
                "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 64},
                "plan": {"tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 512, "precision": "bf16",
-                        "recompute": "selective", "zero": 1}}
+                        "recompute": "selective", "zero": 1, "flash_attention": True}}  # stated: not assumed
 
 
 def test_estimate_of_64_gpus_without_inter_says_what_it_assumed():
