@@ -21,7 +21,7 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.plans import flash_attention_assumed, memory_headroom
+from perfmodel.plans import memory_headroom
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
@@ -119,8 +119,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
-    attention = choice.result.get(ATTENTION_COLUMN, 0.0)
-    if workload.family == "transformer" and flash_attention_assumed(scenario.plan, cluster.gpu, framework):
+    attention = choice.result.get(ATTENTION_COLUMN, 0.0)  # > 0 only where fused attention was assumed and matters
+    if attention > 0:
         base["assumptions"].setdefault("assumed", []).append(flash_assumption(framework, math.exp(attention)))
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
