@@ -79,8 +79,7 @@ __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_rati
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
            "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "attention_shift",
-           "HOST_COLUMN",
-           "ATTENTION_COLUMN", "UNFUSED_PROBABILITY", "SHARE_COLUMNS",
+           "HOST_COLUMN", "ATTENTION_COLUMN", "UNFUSED_PROBABILITY", "SHARE_COLUMNS",
            "TERM_COLUMNS", "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -106,7 +105,7 @@ HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", 
                     "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
 # validate()'s column (and a Choice's result key) of the log change of the step when attention assumed
-# fused runs unfused (perfmodel.choice.attention_log_sensitivity; 0 when the attention was known)
+# fused runs unfused (set by perfmodel.choice.choose_plans; 0 when the attention kernel was known)
 ATTENTION_COLUMN = "attention_log_sensitivity"
 SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s columns of the chain's step shares
 TERM_COLUMNS = (HOST_COLUMN, ATTENTION_COLUMN, *SHARE_COLUMNS)  # per-row interval inputs besides the value
@@ -775,13 +774,14 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
     out["host"] = host_variance(host, shape)
     out["attention"] = attention_variance(attention, shape)
+    shift = attention_shift(attention, shape)
     pinned_variance = _bound_table(profile, kinds, archs)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
         codes = arch_codes[mask]
         bias, variance = _node_table(entry, archs)
-        out["bias"][mask] = bias[codes, bucket_codes[mask]] + attention_shift(attention, shape)[mask]
+        out["bias"][mask] = bias[codes, bucket_codes[mask]] + shift[mask]
         out["residual"][mask] = variance[codes, bucket_codes[mask]]
         tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
         out["architecture"][mask] = tau[codes]
