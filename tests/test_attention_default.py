@@ -132,3 +132,12 @@ def test_no_shipped_training_row_relies_on_an_assumed_attention_kernel():
                                        not in ("Pascal", "Volta", "Turing"))
     transformer = train["layers"].notna() | train["model"].astype(str).str.contains("bert|gpt|llama|transformer")
     assert not (open_framework & ~stated & ampere_or_newer & transformer).any()
+
+
+@pytest.mark.parametrize("value", ["yes", 2, 0.5, -1])
+def test_a_flash_attention_cell_that_is_not_0_or_1_is_refused_naming_the_column(value):
+    rows = shipped_measurements()
+    row = rows[rows["id"] == "narayanan2021-001"].assign(flash_attention=value)
+    scored = validate(row)
+    assert np.isnan(scored["predicted"].iloc[0])
+    assert scored["reason"].iloc[0].startswith(f"column flash_attention = {value!r}; allowed: 0 or 1")

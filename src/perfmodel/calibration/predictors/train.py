@@ -36,6 +36,29 @@ def _int_or_none(value):
     return int(float(value)) if present(value) else None
 
 
+FLAG_VALUES = {"0": False, "1": True, "false": False, "true": True}  # what a 0/1 plan column may hold
+
+
+def _flag(column: str, value) -> bool:
+    """A 0/1 plan column (``sequence_parallel``, ``flash_attention``); anything else is refused."""
+    text = str(value).strip().lower()
+    text = text[:-2] if text.endswith(".0") else text
+    if text not in FLAG_VALUES:
+        raise ValueError(f"column {column} = {value!r}; allowed: 0 or 1 (false or true), or empty for the default")
+    return FLAG_VALUES[text]
+
+
+def _whole(column: str, value) -> int:
+    """A whole-number plan column; a fraction or text is refused rather than truncated."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number.is_integer():
+        raise ValueError(f"column {column} = {value!r}; allowed: a whole number")
+    return int(number)
+
+
 def _plan(row) -> Plan:
     fields = {}
     for column in PLAN_COLUMNS + CHOSEN_COLUMNS:
@@ -44,9 +67,9 @@ def _plan(row) -> Plan:
             if column in ("precision", "recompute", "offload"):
                 fields[column] = str(value).strip()
             elif column in ("sequence_parallel", "flash_attention"):
-                fields[column] = bool(float(value))
+                fields[column] = _flag(column, value)
             else:
-                fields[column] = int(float(value))
+                fields[column] = _whole(column, value)
     return Plan(**fields)
 
 
