@@ -15,7 +15,7 @@ from perfmodel.hardware.catalog import CatalogError, load_catalog
 # DGX SuperPOD / DGX node networks (sources in the catalog entries): A100 8 x HDR 200, H100 8 x NDR 400
 EXPECTED = [("A100-SXM4-80GB", 8, "ib-hdr"), ("A100-SXM4-40GB", 8, "ib-hdr"), ("H100-SXM5-80GB", 8, "ib-ndr"),
             ("H200-SXM-141GB", 8, "ib-ndr"), ("B200", 8, "ib-ndr"), ("V100-SXM2-32GB", 4, "ib-edr"),
-            ("V100-SXM3-32GB", 8, "ib-edr")]
+            ("V100-SXM3-32GB", 8, "ib-edr"), ("GB200", 4, "ib-ndr")]
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +25,24 @@ def catalog():
 
 @pytest.mark.parametrize("gpu, ports, link", EXPECTED)
 def test_multi_node_without_inter_takes_the_reference_fabric(catalog, gpu, ports, link):
-    per_node = catalog.gpu(gpu).reference_fabric and (16 if gpu.startswith("V100-SXM3") else 8)
+    per_node = catalog.gpu(gpu).reference_fabric.gpus_per_node
     cluster = catalog.cluster(gpu=gpu, num_gpus=4 * per_node, gpus_per_node=per_node)
     assert (cluster.nics_per_node, cluster.nic.name) == (ports, link)
     assert len(cluster.assumed) == 1
     note = cluster.assumed[0]
     assert note.startswith(f"inter = {ports} x {link} (reference fabric for {catalog.gpu(gpu).name}: ")
     assert catalog.gpu(gpu).reference_fabric.source in note
+
+
+@pytest.mark.parametrize("gpu, per_node, ports", [("GB200", 8, 8), ("GB200", 2, 2), ("V100-SXM2-32GB", 16, 8),
+                                                   ("V100-SXM2-32GB", 1, 1), ("H100-SXM5-80GB", 4, 4)])
+def test_a_node_of_another_size_keeps_the_reference_nics_per_gpu(catalog, gpu, per_node, ports):
+    """The reference node's NICs per GPU (DGX-1: 4 per 8 GPUs; a DGX GB200 tray: 4 per 4), at least one
+    per node, and the note says it was scaled."""
+    cluster = catalog.cluster(gpu=gpu, num_gpus=3 * per_node, gpus_per_node=per_node)
+    reference = catalog.gpu(gpu).reference_fabric
+    assert cluster.nics_per_node == ports
+    assert (f"scaled to this node's {per_node}" in cluster.assumed[0]) == (per_node != reference.gpus_per_node)
 
 
 def test_reference_fabric_is_the_dgx_node_network(catalog):
@@ -72,7 +83,8 @@ def test_instance_network_filled_from_sources_and_inter_overrides_it(catalog):
 
 def test_bad_reference_fabric_in_a_user_file_names_file_and_field(tmp_path):
     shipped = load_catalog(include_env=False).gpu("H100").model_dump(mode="json")
-    shipped.update(name="X100", aliases=[], reference_fabric={"inter": "8 x ib-qdr", "system": "x", "source": "y"})
+    shipped.update(name="X100", aliases=[], reference_fabric={"inter": "8 x ib-qdr", "gpus_per_node": 8,
+                                                                "system": "x", "source": "y"})
     path = tmp_path / "extra.yaml"
     path.write_text(yaml.safe_dump({"gpus": [shipped]}))
     with pytest.raises(CatalogError, match=r"extra.yaml: gpus \(X100\): field 'reference_fabric.inter' = "
@@ -81,6 +93,11 @@ def test_bad_reference_fabric_in_a_user_file_names_file_and_field(tmp_path):
     shipped["reference_fabric"]["inter"] = "eight ib-ndr"
     path.write_text(yaml.safe_dump({"gpus": [shipped]}))
     with pytest.raises(CatalogError, match=r"extra.yaml: gpus\[0\] \(X100\): field 'reference_fabric'"):
+        load_catalog(path, include_env=False)
+    shipped["reference_fabric"].update(inter="8 x ib-ndr", gpus_per_node=0)
+    path.write_text(yaml.safe_dump({"gpus": [shipped]}))
+    with pytest.raises(CatalogError, match=r"extra.yaml: gpus\[0\] \(X100\): field "
+                                           r"'reference_fabric.gpus_per_node' = 0"):
         load_catalog(path, include_env=False)
 
 

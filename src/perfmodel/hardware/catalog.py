@@ -8,6 +8,7 @@ environment variable (paths separated by ``os.pathsep``).
 
 from __future__ import annotations
 
+import math
 import os
 from importlib import resources
 from pathlib import Path
@@ -121,8 +122,9 @@ class Catalog:
                 instance: str | None = None, nodes: int | None = None) -> Cluster:
         """Build a :class:`Cluster` from a GPU and a shape, or from an instance and a node count.
 
-        Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts)
-        or its PCIe generation, 8 GPUs per node for SXM parts and 1 otherwise.  An instance whose
+        Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts and
+        NVL rack parts such as GB200) or its PCIe generation, 8 GPUs per node for SXM parts, the
+        reference system's node for NVL rack parts (a DGX GB200 compute tray: 4) and 1 otherwise.  An instance whose
         intra-node link the catalog does not know (null) needs ``intra`` given; ``inter``, when
         given, replaces an instance's network.  A multi-node GPU cluster without ``inter`` takes
         the GPU's reference fabric (``GPU.reference_fabric``, e.g. DGX SuperPOD H100: 8 x ib-ndr)
@@ -159,8 +161,11 @@ class Catalog:
         if gpu is None:
             raise CatalogError("hardware: give 'gpu' (with num_gpus) or 'instance' (with nodes)")
         spec = self.gpu(gpu)
-        sxm = spec.nvlink_generation is not None and "SXM" in (spec.form_factor or "").upper()
-        per_node = gpus_per_node or (8 if sxm else 1)
+        form = (spec.form_factor or "").upper()
+        sxm = spec.nvlink_generation is not None and "SXM" in form
+        rack = spec.nvlink_generation is not None and "NVL" in form  # an NVL72 rack's compute trays
+        reference = spec.reference_fabric
+        per_node = gpus_per_node or (8 if sxm else reference.gpus_per_node if rack and reference else 1)
         total = num_gpus if num_gpus is not None else per_node * (nodes or 1)
         _check_total(total)
         if total < per_node:
@@ -169,7 +174,7 @@ class Catalog:
             raise CatalogError(f"hardware.num_gpus {total} is not a multiple of gpus_per_node {per_node}")
         if intra:
             intra_link = self.link(intra)
-        elif sxm:
+        elif sxm or rack:
             intra_link = self.link(f"nvlink{spec.nvlink_generation}")
         elif spec.pcie_generation is not None:
             intra_link = self.link(f"pcie{spec.pcie_generation}")
@@ -180,13 +185,16 @@ class Catalog:
         if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and per_node == 8:
             fabric = "nvlink_mesh"  # DGX-1 / p3.16xlarge hybrid cube-mesh
         nics, nic, assumed = 0, None, []
-        reference = spec.reference_fabric
         if inter:
             nics, nic = self.inter_link(inter)
         elif total // per_node > 1 and reference is not None:
-            nics, nic = self.inter_link(reference.inter)
+            reference_nics, nic = self.inter_link(reference.inter)
+            # as many NICs per GPU as the reference node (at least one per node)
+            nics = max(1, math.ceil(reference_nics * per_node / reference.gpus_per_node))
+            scaled = ("" if per_node == reference.gpus_per_node else
+                      f", {reference_nics} per {reference.gpus_per_node} GPUs scaled to this node's {per_node}")
             assumed.append(f"inter = {nics} x {nic.name} (reference fabric for {spec.name}: "
-                           f"{reference.system}; {reference.source})")
+                           f"{reference.system}{scaled}; {reference.source})")
         return Cluster(gpu=spec, nodes=total // per_node, gpus_per_node=per_node, intra=intra_link,
                        fabric=fabric, nics_per_node=nics, nic=nic, assumed=assumed)
 

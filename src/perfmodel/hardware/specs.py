@@ -89,7 +89,10 @@ class ReferenceFabric(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    inter: str = Field(description="'N x LINK' per node, e.g. '8 x ib-ndr'")
+    inter: str = Field(description="'N x LINK' per node of the reference system, e.g. '8 x ib-ndr'")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs in one node of the reference system (a DGX H100: "
+                                                          "8; a DGX GB200 compute tray: 4); a job whose nodes hold "
+                                                          "another number of GPUs gets as many NICs per GPU")
     system: str = Field(min_length=1, description="the reference system, e.g. 'DGX SuperPOD (DGX H100)'")
     source: str = Field(min_length=1)
 
