@@ -432,3 +432,68 @@ def test_an_implicit_gemm_convolution_moves_its_tensors_not_its_im2col_matrix(ke
                                    DEFAULTS)
     floor = table.bytes[0] / (A100.memory_bandwidth * DEFAULTS.get("memory_efficiency", A100.architecture))
     assert floor <= implicit[0] <= explicit[0] * (1 + 1e-12)
+
+
+# --- ops of several kernels: unfused attention ------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(positive, positive, st.floats(0.0, 1.0), rate, rate, fraction, fraction, launch, st.integers(1, 8))
+def test_side_kernels_never_hide_under_the_gemms(flops, nbytes, share, peak, bandwidth, eta_c, eta_m, overhead,
+                                                kernels):
+    """A chain of kernels takes at least the roofline of all its work and at most its compute plus
+    its memory time; moving bytes from the GEMMs to a side kernel never makes it faster; one kernel
+    with no side bytes is the roofline."""
+    side = share * nbytes
+    chain = compute.chain_time(flops, nbytes, side, kernels, peak, bandwidth, eta_c, eta_m, overhead)
+    compute_s, memory_s = flops / (peak * eta_c), nbytes / (bandwidth * eta_m)
+    assert chain >= max(compute_s, memory_s) * (1 - 1e-12) + kernels * overhead * (1 - 1e-12)
+    assert chain <= (compute_s + memory_s + kernels * overhead) * (1 + 1e-12)
+    more_side = compute.chain_time(flops, nbytes, min(nbytes, 2 * side), kernels, peak, bandwidth, eta_c, eta_m,
+                                   overhead)
+    assert more_side >= chain * (1 - 1e-12)
+    assert compute.chain_time(flops, nbytes, 0.0, 1, peak, bandwidth, eta_c, eta_m, overhead) == pytest.approx(
+        compute.roofline_time(flops, nbytes, peak, bandwidth, eta_c, eta_m, overhead))
+
+
+@pytest.mark.parametrize("arch, flash, forward, backward", [
+    ("gpt", False, 4, 6),      # QK^T, softmax, dropout, PV; 4 gradient GEMMs, softmax and dropout backward
+    ("llama", False, 3, 5),    # no dropout
+    ("gpt", True, 1, 3),       # FlashAttention-2: one kernel; dO.O preprocess, main, dQ conversion
+    ("txl", True, 6, 8),       # never fused: AC, BD, their add, softmax, dropout, PV
+])
+def test_attention_counts_the_kernels_it_launches(arch, flash, forward, backward):
+    from perfmodel.workloads.transformer import transformer
+
+    extra = {"mem_len": 64} if arch == "txl" else {}
+    table = transformer("t", arch=arch, layers=2, hidden=1024, heads=16, seq_len=512, vocab=32000,
+                        **extra).ops(2, 1, 1, precision="bf16", flash_attention=flash)
+    i = table.name.index("attention")
+    launches_fwd, launches_bwd = compute.kernel_launches(table, "bf16")
+    assert (launches_fwd[i].item(), launches_bwd[i].item()) == (forward, backward)
+    # the side kernels' bytes are part of the op's bytes, and only unfused attention has them
+    assert 0.0 < table.pass_bytes[i].item() < table.bytes[i].item() if not table.implicit[i] else \
+        table.pass_bytes[i].item() == 0.0
+    assert np.all(table.pass_bytes[np.arange(len(table)) != i] == 0.0)
+
+
+def test_unfused_attention_times_softmax_and_dropout_as_kernels_of_their_own():
+    """Unfused attention on an A100: the chain of its kernels, which is its GEMMs' roofline plus the
+    softmax/dropout traffic at the memory rate and a launch per kernel -- slower than one roofline
+    over all its work by the softmax and dropout passes the GEMMs cannot hide."""
+    from perfmodel.hardware.catalog import load_catalog
+    from perfmodel.profile import default_profile
+    from perfmodel.workloads.transformer import transformer
+
+    gpu, profile = load_catalog().gpu("A100-SXM4-80GB"), default_profile()
+    table = transformer("t", arch="gpt", layers=2, hidden=1024, heads=16, seq_len=2048,
+                        vocab=51200).ops(4, 1, 1, precision="fp16", flash_attention=False)
+    i = table.name.index("attention")
+    forward, backward = compute.op_times(table, gpu, "fp16", profile, host_floor=False)
+    peak, bandwidth, eta_c, eta_m, launch = (np.broadcast_to(x, np.shape(table.flops))[i].item() if np.ndim(x) else x
+                                             for x in compute._roofline_inputs(table, gpu, "fp16", profile))
+    flops, nbytes, side = table.flops[i].item(), table.bytes[i].item(), table.pass_bytes[i].item()
+    gemms = max(flops / (peak * eta_c), (nbytes - side) / (bandwidth * eta_m))
+    assert forward[i].item() == pytest.approx(gemms + side / (bandwidth * eta_m) + 4 * launch)
+    one_roofline = compute.roofline_time(flops, nbytes, peak, bandwidth, eta_c, eta_m, launch)
+    assert forward[i].item() > one_roofline
+    assert backward[i].item() > forward[i].item()

@@ -200,8 +200,10 @@ _TABLE = (
                "with a host synchronisation each time; 2 us allows for framework dispatch"),
     Parameter(
         name="host_dispatch_time", default=1e-5, low=0.0, high=3e-4, unit="s",
-        description="host (framework) time to dispatch the kernels of one modelled op (an op of the op tables "
-                    "stands for one to a few framework kernels); the host dispatches asynchronously, so a pass "
+        description="host (framework) time to dispatch one kernel of a modelled op (the op tables count the "
+                    "kernels each op launches: two gradient GEMMs backward, unfused attention's GEMMs, softmax "
+                    "and dropout; an element-wise op may still stand for a few framework kernels); the host "
+                    "dispatches asynchronously, so a pass "
                     "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
                     "short kernels is host-bound.  A trait of the software stack (how many kernels it launches "
                     "per op and what each costs its runtime), so it is fitted per framework and does not pool: a "
@@ -213,9 +215,8 @@ _TABLE = (
                "the module path of an nn.Linear call at 12.6 us over a bare torch.bmm call "
                "(gemm_linear_call_overhead), and NVIDIA/TransformerEngine#2053 (2025) measures the CPU time of one "
                "bf16 Linear forward on an H100 DGX (Xeon 8480C) at 13.5 us with torch, and TE's Linear at 2.5-2.7x "
-               "torch's on Grace hosts; the bound 300 us allows a modelled op (e.g. unfused attention: two "
-               "batched GEMMs, a softmax, a dropout) to stand for a few kernels of a slow runtime (TensorFlow 1 "
-               "graphs split a layer norm or a GELU into several ops); fitted per framework by calibrate on "
+               "torch's on Grace hosts; the bound 300 us allows a counted kernel to stand for a few kernels of a "
+               "slow runtime (TensorFlow 1 graphs split a layer norm or a GELU into several ops); fitted per framework by calibrate on "
                "training rows.  An estimate at a framework's prior counts it uncertain by x2 at one standard "
                "error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)",
         per="framework", poolable=False),

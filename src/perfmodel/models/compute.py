@@ -62,7 +62,7 @@ from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
+    "op_peaks", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
     "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
@@ -196,13 +196,13 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
              host_floor: bool = True, framework: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
-    Roofline per op (:func:`roofline_time`) at the peak of :func:`op_peaks`; GEMM-like ops
+    The roofline of each op's kernels (:func:`chain_time`) at the peak of :func:`op_peaks`; GEMM-like ops
     (matmul/conv/attention) at the efficiency the GEMM kernel model gives their shape
     (:func:`_efficiencies`), other ops an eta_compute of 1 (they are memory-bound).  Ops marked
     ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
-    ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and one kernel per op
-    and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion`` of their
-    bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``framework``'s
+    ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and the table's
+    kernels per op and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion``
+    of their bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``framework``'s
     ``host_dispatch_time`` (None: a framework not stated, the parameter's prior):
     the host dispatches kernels one by one, so a kernel shorter than that leaves the GPU waiting
     (launch-bound); with ``cuda_graphs`` the graph replays them without the host and that floor is
@@ -218,19 +218,20 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time", framework)
     input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
                                                   framework)
-    return np.maximum(forward, host) + input_cast, np.maximum(backward, host) + gradient_cast
+    return (np.maximum(forward, host * table.per_op("kernels_forward")) + input_cast,
+            np.maximum(backward, host * table.per_op("kernels_backward")) + gradient_cast)
 
 
 def kernel_launches(table: OpTable, precision: str) -> tuple[np.ndarray, np.ndarray]:
     """Kernels the host dispatches for ONE instance of each op, (forward, backward), shaped like
-    the table's per-op columns: one per op and pass, a second in the backward pass of a matmul or
-    convolution (the data- and weight-gradient GEMMs are two kernels), plus the fp8 cast kernels
-    (:func:`fp8_cast_bytes`: the input cast forward, the output-gradient cast backward)."""
-    kind = table.per_op("kind")
-    two_gemms = np.isin(kind, ("matmul", "conv"))
+    the table's per-op columns: the table's ``kernels_forward`` / ``kernels_backward`` (one per op
+    and pass; two in the backward pass of a matmul or convolution, whose data- and weight-gradient
+    GEMMs are two kernels; an unfused attention's chain, a flash attention's three backward
+    kernels), plus the fp8 cast kernels (:func:`fp8_cast_bytes`: the input cast forward, the
+    output-gradient cast backward)."""
     input_cast, _, gradient_cast = (cast > 0 if precision == "fp8" else np.zeros_like(cast, dtype=bool)
                                     for cast in fp8_cast_bytes(table))
-    return 1.0 + input_cast, 1.0 + two_gemms + gradient_cast
+    return table.per_op("kernels_forward") + input_cast, table.per_op("kernels_backward") + gradient_cast
 
 
 # ASSUMPTION (shown by confidence()): a framework whose rows never determined its host dispatch time
@@ -284,13 +285,28 @@ def fp8_cast_bytes(table: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (batch * table.m * table.k, batch * table.k * table.n, batch * table.m * table.n)
 
 
+def chain_time(flops, bytes, pass_bytes, kernels, peak_flops, bandwidth, compute_efficiency, memory_efficiency,
+               launch_overhead):
+    """Seconds of an op's kernels run one after another: its GEMM-like work on the roofline
+    (:func:`roofline_time` of ``flops`` and the ``bytes - pass_bytes`` its GEMMs move), then its
+    memory-bound side kernels (``pass_bytes``: an unfused attention's softmax and dropout) at the
+    memory rate, and a launch gap per kernel (``kernels``).  A single-kernel op (``pass_bytes = 0``,
+    one kernel) is its roofline time.  Broadcasts."""
+    gemm = roofline_time(flops, np.subtract(bytes, pass_bytes), peak_flops, bandwidth, compute_efficiency,
+                         memory_efficiency, 0.0)
+    return gemm + np.divide(pass_bytes, np.multiply(bandwidth, memory_efficiency)) + np.multiply(kernels, launch_overhead)
+
+
 def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float):
-    """Forward and backward roofline seconds of each op's kernels, before the host dispatch floor."""
+    """Forward and backward seconds of each op's kernels (:func:`chain_time`), before the host
+    dispatch floor; element-wise ops move only their unfused share of bytes."""
     peak, *rest = _roofline_inputs(table, gpu, precision, profile)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
-    return (roofline_time(table.flops, table.bytes * unfused, *inputs),
-            roofline_time(table.backward_flops(), table.backward_bytes() * unfused, *inputs))
+    return (chain_time(table.flops, table.bytes * unfused, table.pass_bytes, table.per_op("kernels_forward"),
+                       *inputs),
+            chain_time(table.backward_flops(), table.backward_bytes() * unfused, table.backward_pass_bytes(),
+                       table.per_op("kernels_backward"), *inputs))
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
@@ -308,9 +324,10 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
     ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
-    (attained / the op's dense peak), ``time_s``, ``bound`` (``"launch"`` when ``framework``'s host
-    dispatch time (None: not stated, the parameter's prior) exceeds the kernel, else ``"compute"`` or
-    ``"memory"``: which roofline term is larger).
+    (attained / the op's dense peak), ``time_s`` (:func:`chain_time` of the op's kernels), ``bound``
+    (``"launch"`` when ``framework``'s host dispatch time (None: not stated, the parameter's prior)
+    for the op's kernels exceeds their GPU time, else ``"compute"`` or ``"memory"``: which roofline
+    term is larger).
     """
     import pandas as pd
 
@@ -318,8 +335,9 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
     peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
-    kernel = roofline_time(table.flops, table.bytes, peak, bandwidth, eta_c, eta_m, launch)
-    host = profile.get("host_dispatch_time", framework)
+    kernels = table.per_op("kernels_forward")
+    kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)
+    host = profile.get("host_dispatch_time", framework) * kernels
     time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)

@@ -7,10 +7,16 @@ has shape ``(n_ops, *plan_shape)`` where ``plan_shape`` is the broadcast shape o
 
 Quantities are **per GPU and per micro-batch, forward pass only**, in SI units (FLOP, bytes).
 Backward work derives from forward work by op kind (:data:`BACKWARD_FLOPS_FACTOR`): 2x for
-matmuls and convolutions (gradient w.r.t. input and w.r.t. weight; Narayanan et al. 2021, Sec. 5.1),
-2.5x for flash attention (its backward recomputes the score matrix; Dao 2023, FlashAttention-2
-Sec. 3), and 2x the bytes for memory-bound ops (read the output gradient and the saved input,
-write the input gradient).
+matmuls, convolutions and unfused attention (gradient w.r.t. each GEMM operand; Narayanan et al.
+2021, Sec. 5.1), 2.5x for fused (flash) attention (its backward recomputes the score matrix; Dao
+2023, FlashAttention-2 Sec. 3), and 2x the bytes for memory-bound ops (read the output gradient and
+the saved input, write the input gradient).
+
+An op may stand for several kernels run one after another (unfused attention: the score GEMM,
+softmax, dropout and the PV GEMM): ``kernels_forward`` / ``kernels_backward`` count them (the host
+dispatches each), and ``pass_bytes`` is the share of ``bytes`` moved by its memory-bound side kernels
+(softmax, dropout), which the compute model times on their own instead of hiding them under the
+GEMMs' arithmetic (:func:`perfmodel.models.compute.op_times`).
 """
 
 from __future__ import annotations
@@ -22,8 +28,12 @@ import numpy as np
 OP_KINDS = ("matmul", "conv", "attention", "elementwise", "norm", "softmax", "embedding", "loss", "pool")
 PLACEMENTS = ("pre", "layer", "post")
 
-BACKWARD_FLOPS_FACTOR = {"matmul": 2.0, "conv": 2.0, "attention": 2.5}
+BACKWARD_FLOPS_FACTOR = {"matmul": 2.0, "conv": 2.0, "attention": 2.0}
+FUSED_ATTENTION_BACKWARD_FLOPS_FACTOR = 2.5  # flash attention's backward recomputes the scores (Dao 2023)
 BACKWARD_BYTES_FACTOR = 2.0
+# kernels of one op instance in the backward pass by kind, when the op does not say: a matmul or a
+# convolution runs its data- and weight-gradient GEMMs as two kernels, every other op one
+BACKWARD_KERNELS = {"matmul": 2.0, "conv": 2.0}
 
 
 @dataclass(frozen=True)
@@ -51,8 +61,12 @@ class OpTable:
       ``batch_gemms``: independent GEMMs of that shape (attention heads per GPU), else 1;
       ``flops``: forward FLOP per GPU per micro-batch for one instance of the op;
       ``bytes``: forward bytes read + written (activations, weights) at the training precision;
+      ``pass_bytes``: the part of ``bytes`` moved by the op's memory-bound side kernels (0 for a
+      single-kernel op);
       ``params``: parameters held per GPU (a count, not bytes);
       ``saved_bytes``: activation bytes kept for the backward pass (no recomputation).
+    Columns of length ``n_ops`` (floats): ``kernels_forward``, ``kernels_backward``: kernels one
+    instance of the op launches per pass (default 1 forward, :data:`BACKWARD_KERNELS` backward).
     """
 
     name: list[str]
@@ -71,13 +85,24 @@ class OpTable:
     plan_shape: tuple[int, ...] = field(default=())
     expert: np.ndarray | None = None
     implicit: np.ndarray | None = None
+    pass_bytes: np.ndarray | None = None
+    kernels_forward: np.ndarray | None = None
+    kernels_backward: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
         for column in ("expert", "implicit"):
             if getattr(self, column) is None:
                 object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
-        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit"):
+        if self.pass_bytes is None:
+            object.__setattr__(self, "pass_bytes", np.zeros_like(self.bytes))
+        if self.kernels_forward is None:
+            object.__setattr__(self, "kernels_forward", np.ones(n_ops))
+        if self.kernels_backward is None:
+            object.__setattr__(self, "kernels_backward",
+                               np.array([BACKWARD_KERNELS.get(kind, 1.0) for kind in self.kind]))
+        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "kernels_forward",
+                       "kernels_backward"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
         bad_kind = set(self.kind) - set(OP_KINDS)
@@ -86,7 +111,7 @@ class OpTable:
         bad_place = set(self.placement) - set(PLACEMENTS)
         if bad_place:
             raise ValueError(f"OpTable: unknown placements {sorted(bad_place)}; allowed: {', '.join(PLACEMENTS)}")
-        for column in ("m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):
+        for column in ("m", "n", "k", "batch_gemms", "flops", "bytes", "pass_bytes", "params", "saved_bytes"):
             value = getattr(self, column)
             if value.shape != (n_ops, *self.plan_shape):
                 raise ValueError(f"OpTable column {column!r} has shape {value.shape}, "
@@ -120,13 +145,19 @@ class OpTable:
 
     def backward_flops(self) -> np.ndarray:
         """Backward FLOP per op instance (see module docstring for the factors)."""
-        factor = np.array([BACKWARD_FLOPS_FACTOR.get(kind, 1.0) for kind in self.kind])
+        factor = np.array([FUSED_ATTENTION_BACKWARD_FLOPS_FACTOR if kind == "attention" and implicit
+                           else BACKWARD_FLOPS_FACTOR.get(kind, 1.0) for kind, implicit in zip(self.kind, self.implicit)])
         return self.flops * factor.reshape((len(self),) + (1,) * len(self.plan_shape))
 
     def backward_bytes(self) -> np.ndarray:
         """Backward bytes per op instance: GEMM-like ops move about what the forward moved
         twice (two GEMMs), memory-bound ops read the gradient and saved input and write one."""
         return self.bytes * BACKWARD_BYTES_FACTOR
+
+    def backward_pass_bytes(self) -> np.ndarray:
+        """Backward bytes of the side kernels (``pass_bytes`` by :data:`BACKWARD_BYTES_FACTOR`:
+        softmax and dropout backward read the gradient and a saved tensor and write one)."""
+        return self.pass_bytes * BACKWARD_BYTES_FACTOR
 
 
 def unique_plan_shapes(micro_batch, tp, cp) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -12,6 +12,13 @@ heads of size ``d = h/a``, MLP width ``f`` and tensor-parallel degree ``t``:
   (FlashAttention-2, Dao 2023, Sec. 3.1), so its count is halved; the unfused path computes the
   full score matrix and masks it.  Model FLOPs (``Workload.flops_per_sample``) always count the
   full ``s^2``, as Megatron's ``72 B s l h^2 (1 + s/6h + V/12lh)`` and PaLM's App. B do.
+  Flash attention is one kernel forward and three backward (FlashAttention-2's ``dO . O``
+  preprocess, main and ``dQ`` conversion kernels: Dao-AILab/flash-attention
+  ``csrc/flash_attn/src/flash_bwd_launch_template.h``).  Unfused attention is the chain Megatron-LM's
+  ``CoreAttention`` and the reference BERT code run: score GEMM(s), softmax (scale and mask fused
+  into it, as Megatron's ``FusedScaleMaskSoftmax``), dropout, ``PV`` GEMM -- one kernel each, the
+  softmax and dropout traffic (``pass_bytes``) timed as kernels of their own; backward two GEMMs
+  per forward GEMM plus the softmax and dropout backward kernels.
 * Activations saved for backward follow Korthikanti et al. 2022, Sec. 4.1, tensor by tensor, so
   that with 16-bit activations, dropout, ``f = 4h``, ``g = a`` and no flash attention one layer
   keeps ``s b h (34 + 5 a s / h)`` bytes, and ``s b h (10 + 24/t + 5 a s / (h t))`` with tensor
@@ -322,14 +329,22 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         qkv_bytes = A * (T * q_heads * d + 2 * T * (kv_len / s) * kv_heads * d)
         io_bytes = A * (2 * T * q_heads * d + 2 * b * kv_len * kv_heads * d)
         fused = flash_attention and shape.arch != "txl"  # no fused kernel computes TXL's position term
-        if fused:
+        if fused:  # one kernel forward; backward: dO.O preprocess, the main kernel, the dQ conversion
             byte_count, saved = io_bytes, qkv_bytes + 4 * b * q_heads * (s / c)     # Q, K, V + fp32 LSE
             flops = flops / 2 if causal else flops
-        else:                                            # S (+ BD), softmax, dropout, PV; keep softmax, mask
-            byte_count = io_bytes + scores * (4 * A + (2 * A + 1) * mask + 2 * A * (score_gemms - 2))
-            saved = qkv_bytes + scores * (A + (A + 1) * mask)
-        return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads,
-                      flops=flops, bytes=byte_count, saved_bytes=saved, implicit=fused)
+            return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads, flops=flops,
+                          bytes=byte_count, saved_bytes=saved, implicit=True, kernels_backward=3.0)
+        # unfused, kernel by kernel: the score GEMMs write S (+ BD, added to it), softmax reads S and
+        # writes P, dropout reads P and writes P' and its mask, the PV GEMM reads P'; softmax and mask
+        # are kept for the backward pass, which runs two GEMMs per forward GEMM and the softmax and
+        # dropout backward kernels
+        side_passes = 1 + mask + (score_gemms - 2)       # softmax, dropout, the score add (TXL)
+        pass_bytes = scores * (2 * A + (2 * A + 1) * mask + 2 * A * (score_gemms - 2))
+        byte_count = io_bytes + 2 * A * scores + pass_bytes
+        saved = qkv_bytes + scores * (A + (A + 1) * mask)
+        return OpSpec(name, "attention", m=s / c, n=kv_len, k=d, batch_gemms=b * q_heads, flops=flops,
+                      bytes=byte_count, saved_bytes=saved, pass_bytes=pass_bytes,
+                      kernels_forward=score_gemms + side_passes, kernels_backward=2 * score_gemms + 1 + mask)
 
     act_flops = (SWIGLU_FLOPS if up_mats == 2 else GELU_FLOPS) * T * f
     qkv_bias = 1.0 if shape.has_qkv_bias else 0.0
