@@ -64,6 +64,26 @@ def test_the_floor_holds(m, n, k, batch, floor_s, overlap):
         floor_s + kernel_s, rel=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64), st.integers(512, 8192), st.integers(2, 64))
+def test_a_batched_call_does_not_split_k(m, n, k, batch):
+    """Small outputs over a long k: a single GEMM may split k over more blocks (faster than without
+    split-k), a batched call runs each GEMM's k in one block (exactly the unsplit time)."""
+    assert kernel(m, n, k, batch) == pytest.approx(_unsplit(m, n, k, batch))
+    assert kernel(m, n, k, 1) <= _unsplit(m, n, k, 1) * (1 + 1e-12)
+    if m * n <= 1024 and k >= 2048:
+        assert kernel(m, n, k, 1) < _unsplit(m, n, k, 1)
+
+
+def _unsplit(m, n, k, batch):
+    splits = gemm.SPLITS
+    try:
+        gemm.SPLITS = (1,)
+        return kernel(m, n, k, batch)
+    finally:
+        gemm.SPLITS = splits
+
+
 def test_the_kernel_never_beats_the_roofline():
     m, n, k = np.meshgrid([1, 17, 128, 1000, 8192], [3, 64, 4096], [1, 100, 50_000])
     peak, bandwidth = 80 * 2e11, 9e11
