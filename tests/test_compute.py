@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -226,11 +227,21 @@ def test_op_times_uses_the_precision_of_each_op():
     assert fp8[0] < bf16[0]  # matmul in FP8
     assert fp8[1] == pytest.approx(bf16[1])  # attention stays in BF16 under FP8 training
     assert fp32[0] > 10 * bf16[0]  # FP32 matmul on CUDA cores (67 vs 989.5 TFLOP/s)
-    # attention: attention_efficiency x the rate of a GEMM of its shape (the GEMM kernel model)
+    # unfused attention (not implicit): its score and PV GEMMs at the rate of a batched cuBLAS GEMM of
+    # its shape (the GEMM kernel model, operands and scores in memory)
     launch = PARAMETERS["kernel_launch_overhead"].default
     kernel_s = gemm.gpu_time(2048.0, 2048.0, 128.0, 128.0, H100, "bf16", DEFAULTS, include_floor=False)
-    eta = PARAMETERS["attention_efficiency"].default * 2 * 2048 * 2048 * 128 * 128 / (kernel_s * 989.5e12)
+    eta = 2 * 2048 * 2048 * 128 * 128 / (kernel_s * 989.5e12)
     assert bf16[1] - launch == pytest.approx(table.flops[1] / (989.5e12 * eta))
+    # fused (flash) attention: attention_efficiency x the rate of its tiles (an implicit GEMM: no matrix
+    # in memory)
+    fused = dataclasses.replace(table, implicit=np.array([False, True, False, False]))
+    fused_bf16, _ = compute.op_times(fused, H100, "bf16", DEFAULTS)
+    tiles = {**gemm.gemm_parameters(H100, "bf16", DEFAULTS), "input_bytes": 0.0, "output_bytes": 0.0}
+    tiles_s = gemm.gemm_kernel_time(2048.0, 2048.0, 128.0, 128.0, **tiles)
+    eta = PARAMETERS["attention_efficiency"].default * 2 * 2048 * 2048 * 128 * 128 / (tiles_s * 989.5e12)
+    compute_s = table.flops[1] / (989.5e12 * eta)
+    assert fused_bf16[1] - launch == pytest.approx(max(compute_s, table.bytes[1] / (3.35e12 * PARAMETERS["memory_efficiency"].default)))
     # memory-bound ops: the bytes term, independent of the tensor precision
     assert bf16[2] - launch == pytest.approx(table.bytes[2] / (3.35e12 * PARAMETERS["memory_efficiency"].default))
 

@@ -146,7 +146,9 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     A matmul, convolution (implicit GEMM) or attention op with a shape gets the share of ``peak``
     that :func:`perfmodel.models.gemm.gemm_kernel_time` reaches on ``batch_gemms`` GEMMs of its
     ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
-    attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM.  Flash
+    fused (flash) attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM,
+    and unfused attention's score and ``PV`` GEMMs at the plain GEMM's rate (they are cuBLAS batched
+    GEMMs; its softmax and dropout are kernels of their own, :func:`chain_time`).  Flash
     attention (Dao 2023) is timed as a GEMM of its shape: that its blocks tile only the queries is
     not modelled.  Implicit GEMMs (``table.implicit``: convolutions, whose im2col operand is
     gathered on chip from an activation ``kernel volume`` times smaller, and fused attention, whose
@@ -158,7 +160,10 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     """
     group = gpu.architecture
     kind = table.per_op("kind")
-    factor = np.select([kind == "conv", kind == "attention"],
+    # a fused attention kernel runs at attention_efficiency of its GEMM; unfused attention's score and
+    # PV GEMMs are plain batched cuBLAS GEMMs (factor 1)
+    fused_attention = (kind == "attention") & table.per_op("implicit").astype(bool)
+    factor = np.select([kind == "conv", fused_attention],
                        [profile.get("conv_efficiency", group), profile.get("attention_efficiency", group)], 1.0)
     tensor = np.isin(kind, TENSOR_KINDS)
     shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
