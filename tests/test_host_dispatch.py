@@ -75,7 +75,7 @@ def test_the_step_reads_its_own_framework_host_time(low, high, other):
 
 
 def test_a_host_bound_small_model_is_slower_at_a_slow_runtime():
-    """TP 8 on hidden 1,024 at micro-batch 1: kernels of a few microseconds, so 300 us per op sets
+    """TP 8 on hidden 1,024 at micro-batch 1: kernels of a few microseconds, so 300 us per kernel sets
     the step and 10 us does not."""
     profile = CalibrationProfile(values={"host_dispatch_time[dle-pytorch]": 3e-4, "host_dispatch_time[megatron]": 1e-5})
     assert _step(profile, "dle-pytorch") > 3 * _step(profile, "megatron")
@@ -101,7 +101,7 @@ def test_a_host_bound_estimate_at_a_prior_host_time_says_so():
     prior = CalibrationProfile(values=values, provenance={"not_determined": ["host_dispatch_time[megatron]"]})
     fitted = CalibrationProfile(values=values)
     said = [line for line in estimate(scenario, profile=prior).assumptions.get("assumed", []) if "host dispatch" in line]
-    assert len(said) == 1 and "200 us per op" in said[0] and "'megatron'" in said[0]
+    assert len(said) == 1 and "200 us per kernel" in said[0] and "'megatron'" in said[0]
     assert not [line for line in estimate(scenario, profile=fitted).assumptions.get("assumed", [])
                 if "host dispatch" in line]
 

@@ -153,7 +153,7 @@ def host_assumption(profile, framework: str | None, host_bound_share: float) -> 
     ``host_dispatch_time`` is its prior (no host-bound rows of that framework were fitted)."""
     who = f"framework {framework!r}" if framework else "an unstated framework"
     return (f"host dispatch sets {host_bound_share:.0%} of the passes' time at "
-            f"{profile.get('host_dispatch_time', framework) * 1e6:.0f} us per op, the prior of host_dispatch_time: "
+            f"{profile.get('host_dispatch_time', framework) * 1e6:.0f} us per kernel, the prior of host_dispatch_time: "
             f"no host-bound rows of {who} were fitted")
 
 

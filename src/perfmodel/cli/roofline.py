@@ -15,7 +15,7 @@ def register(subparsers) -> None:
     parser.add_argument("--precision", default="bf16", help="fp32, tf32, fp16, bf16 or fp8 (default bf16)")
     parser.add_argument("--micro-batch", type=count_arg("micro_batch"), default=1, help="samples per GPU (default 1)")
     parser.add_argument("--framework", choices=FRAMEWORKS, metavar="NAME",
-                        help="software stack whose host dispatch time per op sets the launch floor "
+                        help="software stack whose host dispatch time per kernel sets the launch floor "
                              f"({', '.join(FRAMEWORKS)}; default: not stated, the parameter's prior)")
     parser.add_argument("--attention", choices=("fused", "unfused"),
                         help="attention kernel (default: the framework's, else fused on Ampere and newer)")
@@ -38,7 +38,7 @@ def run(args) -> int:
     points = roofline_points(get_workload(args.model), gpu, args.precision, profile, args.micro_batch,
                              args.framework, flash)
     host_s = profile.get("host_dispatch_time", args.framework)
-    host_text = (f"host dispatch {host_s * 1e6:.0f} us per op, "
+    host_text = (f"host dispatch {host_s * 1e6:.0f} us per kernel, "
                  f"{f'framework {args.framework}' if args.framework else 'framework not stated'}"
                  f"{': the prior, no host-bound rows fitted' if profile.prior_only('host_dispatch_time', args.framework) else ''}")
     ridges = ridge_points(gpu)
