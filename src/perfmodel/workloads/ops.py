@@ -36,6 +36,11 @@ BACKWARD_BYTES_FACTOR = 2.0
 BACKWARD_KERNELS = {"matmul": 2.0, "conv": 2.0}
 
 
+def backward_kernels(kinds) -> np.ndarray:
+    """Backward kernels of one instance of ops of these kinds (:data:`BACKWARD_KERNELS`, else 1)."""
+    return np.array([BACKWARD_KERNELS.get(kind, 1.0) for kind in kinds], dtype=float)
+
+
 @dataclass(frozen=True)
 class OpTable:
     """Ops of one workload at one (or many) micro-batch / tp / cp settings.
@@ -99,8 +104,7 @@ class OpTable:
         if self.kernels_forward is None:
             object.__setattr__(self, "kernels_forward", np.ones(n_ops))
         if self.kernels_backward is None:
-            object.__setattr__(self, "kernels_backward",
-                               np.array([BACKWARD_KERNELS.get(kind, 1.0) for kind in self.kind]))
+            object.__setattr__(self, "kernels_backward", backward_kernels(self.kind))
         for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "kernels_forward",
                        "kernels_backward"):
             if len(getattr(self, column)) != n_ops:

@@ -18,7 +18,7 @@ import numpy as np
 
 from perfmodel.inputs import INTEGER_LIMITS, excerpt
 from perfmodel.vocabulary import ACTIVATION_BYTES, TRAIN_PRECISIONS
-from perfmodel.workloads.ops import BACKWARD_KERNELS, OpTable
+from perfmodel.workloads.ops import OpTable, backward_kernels
 
 __all__ = ["PRECISIONS", "ACTIVATION_BYTES", "MODEL_FLOP_KINDS", "OpSpec", "Workload",
            "activation_bytes", "plan_arrays", "build_table", "positive_int"]
@@ -92,7 +92,7 @@ class OpSpec:
     implicit: bool = False  # GEMM matrices never in memory (implicit-GEMM conv, fused attention): traffic = bytes
     pass_bytes: object = 0.0  # the part of bytes its memory-bound side kernels move (unfused softmax, dropout)
     kernels_forward: float = 1.0  # kernels one instance launches forward
-    kernels_backward: float | None = None  # ... backward; None: by kind (ops.BACKWARD_KERNELS)
+    kernels_backward: float | None = None  # ... backward; None: by kind (ops.backward_kernels)
 
 
 def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
@@ -112,8 +112,8 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         expert=np.array([op.expert for op in ops], dtype=bool),
         implicit=np.array([op.implicit for op in ops], dtype=bool), pass_bytes=column("pass_bytes"),
         kernels_forward=np.array([op.kernels_forward for op in ops], dtype=float),
-        kernels_backward=np.array([BACKWARD_KERNELS.get(op.kind, 1.0) if op.kernels_backward is None
-                                   else op.kernels_backward for op in ops], dtype=float))
+        kernels_backward=np.where([op.kernels_backward is None for op in ops], backward_kernels([op.kind for op in ops]),
+                                  [op.kernels_backward or 0.0 for op in ops]))
 
 
 @dataclass(frozen=True)
