@@ -246,3 +246,38 @@ def test_calibrate_table_says_where_each_value_comes_from():
     assert "partially pooled" in _value_source("framework_compute_efficiency[deepspeed]", provenance)
     assert _value_source("framework_compute_efficiency[megatron]", provenance) == "rows"
     assert _value_source("framework_compute_efficiency", provenance) == "median of its groups"
+
+
+def test_megatron_reduces_gradients_after_the_backward_pass_the_others_under_it():
+    """Megatron-Core's DDP does not overlap the gradient all-reduce or the distributed optimizer's
+    parameter all-gather by default (DP_REDUCE_AFTER_BACKWARD): the whole collective is exposed,
+    where PyTorch DDP hides it under dp_overlap of the backward pass.  ZeRO-3 is not affected."""
+    from perfmodel.chain import run_chain
+    from perfmodel.plans import check_plans, enumerate_plans, select
+    from perfmodel.scenario import Plan
+    from perfmodel.vocabulary import DP_REDUCE_AFTER_BACKWARD
+    from perfmodel.workloads import get_workload
+
+    assert DP_REDUCE_AFTER_BACKWARD == ("megatron",)
+    workload = get_workload("gpt3-1.3b")
+    cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
+    grid = enumerate_plans(Plan(tp=1, pp=1, micro_batch=1, global_batch=8, recompute="none"), workload, 8, 8)
+    plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
+    profile = CalibrationProfile(values={"dp_overlap": 1.0, "overlap_interference": 0.0})
+    settings = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=profile)
+    out = {name: run_chain(workload, cluster, plans, framework=name, **settings) for name in ("megatron", "fsdp")}
+    zero = plans["zero"]
+    assert set(np.unique(zero)) >= {0, 1, 3}
+    for name, result in out.items():
+        steps, outputs = result.steps, result.outputs
+        exposed_grad = outputs["dp_comm_s"][zero == 0]
+        full_grad = steps["dp_comm"]["t_grad"][zero == 0]
+        exposed_gather = outputs["zero_gather_s"][zero == 1]
+        full_gather = steps["zero_gather"]["t_gather"][zero == 1]
+        if name == "megatron":  # nothing hidden
+            np.testing.assert_allclose(exposed_grad, full_grad, rtol=1e-12)
+            np.testing.assert_allclose(exposed_gather, full_gather, rtol=1e-12)
+        else:  # hidden under the backward (forward) pass, which is longer than the collective here
+            assert np.all(exposed_grad < full_grad) and np.all(exposed_gather < full_gather)
+    np.testing.assert_array_equal(out["megatron"].outputs["dp_comm_s"][zero == 3],
+                                  out["fsdp"].outputs["dp_comm_s"][zero == 3])

@@ -26,7 +26,7 @@ from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.vocabulary import FULL_PRECISIONS, ZERO3_REGATHER_ON_RECOMPUTE
+from perfmodel.vocabulary import DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, ZERO3_REGATHER_ON_RECOMPUTE
 from perfmodel.workloads.ops import unique_plan_shapes
 
 # the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
@@ -328,9 +328,9 @@ def _dp_links(inputs: ChainInputs, so_far: dict) -> tuple[np.ndarray, np.ndarray
 def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1; Rajbhandari et al. 2020, Sec. 7)
     once per step in buckets under the last micro-batch's backward pass: only the part that does
-    not fit under ``dp_overlap`` of it is exposed.  ZeRO-2 keeps only its shard of the gradients,
-    so it reduce-scatters them under every micro-batch's backward pass (DeepSpeed stage 2, PyTorch
-    FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every unit's gradients in every
+    not fit under :func:`dp_overlap` of it is exposed (all of it for Megatron-LM).  ZeRO-2 keeps
+    only its shard of the gradients, so it reduce-scatters them under every micro-batch's backward
+    pass (DeepSpeed stage 2, PyTorch FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every unit's gradients in every
     micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what those reduce-scatters add to
     the parameter all-gathers of the backward pass."""
     group, members_per_node, links = _dp_links(inputs, so_far)
@@ -339,11 +339,18 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
-    per_backward = exposed_communication(t_grad, profile.get("dp_overlap") * so_far["t_bwd"],
+    per_backward = exposed_communication(t_grad, dp_overlap(inputs) * so_far["t_bwd"],
                                          profile.get("overlap_interference"))
     zero3 = zero3_exposed(inputs, so_far)
     return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
         [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
+
+
+def dp_overlap(inputs: ChainInputs) -> float:
+    """Share of a pass under which the gradient reduction of ZeRO 0-2 (and ZeRO-1/2's parameter
+    all-gather) hides: ``dp_overlap``, or 0 for a framework that runs them between the passes by
+    default (:data:`~perfmodel.vocabulary.DP_REDUCE_AFTER_BACKWARD`: Megatron-LM)."""
+    return 0.0 if inputs.framework in DP_REDUCE_AFTER_BACKWARD else inputs.profile.get("dp_overlap")
 
 
 def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
@@ -397,7 +404,7 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
-    """Parameter all-gathers: ZeRO-1/2 gather the updated shards once per step, under ``dp_overlap``
+    """Parameter all-gathers: ZeRO-1/2 gather the updated shards once per step, under :func:`dp_overlap`
     of the next step's first forward pass (Megatron-LM's distributed optimizer with
     ``--overlap-param-gather``); ZeRO-3/FSDP gathers every unit before every micro-batch's forward
     and backward pass (:func:`zero3_exposed`)."""
@@ -405,7 +412,7 @@ def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
     param_bytes = so_far["params_local"] * activation_bytes_per_value(inputs.precision)
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
-    once = exposed_communication(t_gather, profile.get("dp_overlap") * so_far["t_fwd"],
+    once = exposed_communication(t_gather, dp_overlap(inputs) * so_far["t_fwd"],
                                  profile.get("overlap_interference"))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
         [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}

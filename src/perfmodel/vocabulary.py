@@ -11,7 +11,7 @@ import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
-           "ZERO3_REGATHER_ON_RECOMPUTE",
+           "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD",
            "framework_from_text"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -83,6 +83,15 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 # pre-backward hook unshards a layer before its recomputation runs, and the recomputed forward
 # reuses those parameters instead of gathering them again (not verified against a trace here).
 ZERO3_REGATHER_ON_RECOMPUTE = ("deepspeed",)
+
+# Frameworks whose data-parallel gradient all-reduce / reduce-scatter (ZeRO 0-2) runs after the
+# backward pass and whose distributed optimizer gathers the updated parameters before the next
+# forward pass, neither overlapped with compute unless the run opts in: Megatron-Core's
+# DistributedDataParallelConfig has overlap_grad_reduce = False and overlap_param_gather = False
+# (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel_config.py; Megatron-LM's
+# --overlap-grad-reduce and --overlap-param-gather are opt-in flags).  The others (PyTorch DDP's
+# bucketed all-reduce, FSDP, NeMo's recipes) overlap under dp_overlap.  ZeRO-3 is not affected.
+DP_REDUCE_AFTER_BACKWARD = ("megatron",)
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
 # (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the
