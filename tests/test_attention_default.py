@@ -18,7 +18,7 @@ from perfmodel.chain import evaluate
 from perfmodel.hardware.catalog import load_catalog
 from perfmodel.plans import as_arrays, default_flash_attention, flash_attention_assumed
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, FRAMEWORKS
+from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, FRAMEWORKS
 from perfmodel.profile import default_profile
 from perfmodel.workloads.transformer import transformer
 
@@ -42,12 +42,15 @@ def gpt(framework=None, flash=None, hidden=1024, tp=8):
 
 def test_framework_defaults_name_only_known_frameworks():
     assert set(FRAMEWORK_FLASH_ATTENTION) <= set(FRAMEWORKS)
+    # an assumed kernel is for a version-dependent framework, never one with a default of its own
+    assert set(FRAMEWORK_FLASH_ATTENTION_ASSUMED) <= set(FRAMEWORKS) - set(FRAMEWORK_FLASH_ATTENTION)
+    assert FRAMEWORK_FLASH_ATTENTION_ASSUMED == {"megatron": False}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS + (None,))
 def test_default_follows_the_framework_and_pre_ampere_gpus_never_fuse(framework):
     on_a100 = default_flash_attention(A100, framework)
-    assert on_a100 is FRAMEWORK_FLASH_ATTENTION.get(framework, True)
+    assert on_a100 is FRAMEWORK_FLASH_ATTENTION.get(framework, FRAMEWORK_FLASH_ATTENTION_ASSUMED.get(framework, True))
     assert default_flash_attention(V100, framework) is False
     # assumed only where the framework has no default of its own and the GPU could fuse
     assert flash_attention_assumed(Plan(), A100, framework) is (framework not in FRAMEWORK_FLASH_ATTENTION)
@@ -70,24 +73,27 @@ def test_unfused_attention_is_never_faster(hidden, tp, micro_batch, seq_len, rec
     assert times[False] >= times[True] * (1 - 1e-9)
 
 
-def test_an_assumed_attention_kernel_is_said_and_widens_the_interval():
-    assumed = estimate(gpt("megatron"))
-    stated = estimate(gpt("megatron", flash=True))
+@pytest.mark.parametrize("framework, fused", [("deepspeed", True), (None, True), ("megatron", False)])
+def test_an_assumed_attention_kernel_is_said_and_widens_the_interval(framework, fused):
+    assumed = estimate(gpt(framework))
+    stated = estimate(gpt(framework, flash=fused))
+    other = estimate(gpt(framework, flash=not fused))
+    assert assumed.plan["flash_attention"] is fused
     assert assumed.step_time_s == pytest.approx(stated.step_time_s)
-    lines = [line for line in assumed.assumptions["assumed"] if "attention assumed fused" in line]
+    kernel = "fused" if fused else "unfused"
+    lines = [line for line in assumed.assumptions["assumed"] if f"attention assumed {kernel}" in line]
     assert len(lines) == 1 and "plan.flash_attention" in lines[0]
     assert not any("attention assumed" in line for line in stated.assumptions.get("assumed", []))
-    unfused = estimate(gpt("megatron", flash=False))
-    # the line states the unfused step's slowdown, which is the stated-unfused estimate's
-    slowdown = unfused.step_time_s / stated.step_time_s - 1.0
-    assert f"{slowdown:+.0%}" in lines[0]
+    # the line states the other kernel's change of the step, which is the stated-other estimate's
+    change = other.step_time_s / stated.step_time_s - 1.0
+    assert f"{change:+.0%}" in lines[0] and (change > 0) is fused
     width = {name: e.interval_80["step_time_high_s"] / e.interval_80["step_time_low_s"]
              for name, e in (("assumed", assumed), ("stated", stated))}
     assert width["assumed"] > width["stated"]
     # centred between the two kernels (a 50/50 unknown), the 80 % interval spans both steps
-    assert assumed.interval_80["step_time_low_s"] < stated.step_time_s
-    assert unfused.step_time_s < assumed.interval_80["step_time_high_s"]
-    assert "attention assumed fused" in assumed.confidence["text"]
+    low, high = assumed.interval_80["step_time_low_s"], assumed.interval_80["step_time_high_s"]
+    assert low < min(stated.step_time_s, other.step_time_s) and max(stated.step_time_s, other.step_time_s) < high
+    assert f"attention assumed {kernel}" in assumed.confidence["text"]
 
 
 def test_a_framework_with_its_own_default_assumes_nothing():
@@ -100,10 +106,10 @@ def test_a_framework_with_its_own_default_assumes_nothing():
 
 
 def test_attention_term_is_the_two_point_mean_and_variance():
-    d = np.array([0.0, 0.2, np.nan, 1.0])
-    q = iv.UNFUSED_PROBABILITY
-    np.testing.assert_allclose(iv.attention_variance(d), [0.0, q * (1 - q) * 0.04, 0.0, q * (1 - q)])
-    np.testing.assert_allclose(iv.attention_shift(d), [0.0, -q * 0.2, 0.0, -q])
+    d = np.array([0.0, 0.2, np.nan, 1.0, -0.2])  # < 0: unfused assumed, the other (fused) step shorter
+    q = iv.OTHER_KERNEL_PROBABILITY
+    np.testing.assert_allclose(iv.attention_variance(d), [0.0, q * (1 - q) * 0.04, 0.0, q * (1 - q), q * (1 - q) * 0.04])
+    np.testing.assert_allclose(iv.attention_shift(d), [0.0, -q * 0.2, 0.0, -q, q * 0.2])
 
 
 def test_validate_reports_the_attention_term_only_where_it_was_assumed():
@@ -116,11 +122,11 @@ def test_validate_reports_the_attention_term_only_where_it_was_assumed():
     column = iv.ATTENTION_COLUMN
     assert scored.loc["narayanan2021-001", column] == 0.0
     assert scored.loc["fused", column] == 0.0
-    # unstated on Megatron-LM: assumed fused (the fused prediction), with the unfused row's log gap
-    assert scored.loc["unstated", "predicted"] == pytest.approx(scored.loc["fused", "predicted"])
-    gap = math.log(scored.loc["fused", "predicted"] / scored.loc["narayanan2021-001", "predicted"])
+    # unstated on Megatron-LM: assumed unfused (the stated row's prediction), with the fused row's log gap
+    assert scored.loc["unstated", "predicted"] == pytest.approx(scored.loc["narayanan2021-001", "predicted"])
+    gap = math.log(scored.loc["narayanan2021-001", "predicted"] / scored.loc["fused", "predicted"])
     assert scored.loc["unstated", column] == pytest.approx(gap, rel=1e-6)
-    assert gap > 0
+    assert gap < 0
 
 
 def test_no_shipped_training_row_relies_on_an_assumed_attention_kernel():

@@ -139,8 +139,9 @@ def choose_plans(workload, cluster, plans: list[Plan], *, profile, data=None, fr
 def _attention_sensitivity(choices: list[Choice], plans: list[Plan], workload, cluster, fixed: dict, profile, data,
                            framework) -> None:
     """Set each timed choice's ``result[ATTENTION_COLUMN]`` (in place): the log change of its step
-    time when attention assumed fused (:func:`perfmodel.plans.flash_attention_assumed`) runs
-    unfused, 0 where the attention kernel is known (stated, the framework's, or no transformer)."""
+    time when its assumed attention kernel (:func:`perfmodel.plans.flash_attention_assumed`) is the
+    other one (fused assumed: > 0, unfused assumed: < 0), 0 where the attention kernel is known
+    (stated, the framework's, or no transformer)."""
     timed = [(choice, plan) for choice, plan in zip(choices, plans) if choice.result]
     for choice, _ in timed:
         choice.result[ATTENTION_COLUMN] = 0.0
@@ -149,10 +150,10 @@ def _attention_sensitivity(choices: list[Choice], plans: list[Plan], workload, c
     if not assumed:
         return
     arrays = {name: np.concatenate([choice.arrays[name] for choice in assumed]) for name in PLAN_FIELDS}
-    unfused = evaluate(workload, cluster, arrays, **{**fixed, "flash_attention": False}, profile=profile, data=data,
-                       framework=framework)["step_time_s"]
+    other = evaluate(workload, cluster, arrays, **{**fixed, "flash_attention": not fixed["flash_attention"]},
+                     profile=profile, data=data, framework=framework)["step_time_s"]
     for position, choice in enumerate(assumed):
-        choice.result[ATTENTION_COLUMN] = float(np.log(unfused[position] / choice.result["step_time_s"]))
+        choice.result[ATTENTION_COLUMN] = float(np.log(other[position] / choice.result["step_time_s"]))
 
 
 def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, data, framework) -> list[Choice]:

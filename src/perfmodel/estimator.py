@@ -119,21 +119,24 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                       flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                       profile=profile, data=scenario.data, memory_reasons=True,
                       cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
-    attention = choice.result.get(ATTENTION_COLUMN, 0.0)  # > 0 only where fused attention was assumed and matters
-    if attention > 0:
-        base["assumptions"].setdefault("assumed", []).append(flash_assumption(framework, math.exp(attention)))
+    attention = choice.result.get(ATTENTION_COLUMN, 0.0)  # != 0 only where the attention kernel was assumed and matters
+    if attention != 0:
+        base["assumptions"].setdefault("assumed", []).append(
+            flash_assumption(framework, choice.plan["flash_attention"], math.exp(attention)))
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
         base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base, attention)
 
 
-def flash_assumption(framework: str | None, unfused_over_fused: float) -> str:
-    """The assumed-input line of fused attention taken as the default (:func:`perfmodel.plans.flash_attention_assumed`),
-    with how much slower the step is with unfused attention."""
+def flash_assumption(framework: str | None, fused: bool, other_over_assumed: float) -> str:
+    """The assumed-input line of the attention kernel taken as the default
+    (:func:`perfmodel.plans.flash_attention_assumed`; ``fused``: which one), with how much the step
+    changes with the other kernel."""
     who = f"framework {framework!r} fuses attention in some versions only" if framework else "framework not stated"
-    return (f"{who}: attention assumed fused (FlashAttention); unfused, the step takes "
-            f"{unfused_over_fused - 1:+.0%} -- set plan.flash_attention to say which")
+    assumed, other = ("fused (FlashAttention)", "unfused") if fused else ("unfused", "fused (FlashAttention)")
+    return (f"{who}: attention assumed {assumed}; {other}, the step takes "
+            f"{other_over_assumed - 1:+.0%} -- set plan.flash_attention to say which")
 
 
 def framework_assumption(framework: str | None) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, OFFLOAD_TARGETS
+from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, OFFLOAD_TARGETS
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
@@ -60,22 +60,32 @@ def default_precision(gpu) -> str:
     raise ValueError(f"{gpu.name} has no bf16, fp16 or fp32 peak in the catalog")
 
 
+def can_fuse_attention(gpu) -> bool:
+    """Whether ``gpu`` runs FlashAttention: Ampere and newer (it needs the tensor cores of sm80+;
+    Dao 2023).  Without a ``gpu`` (the memory planner): yes."""
+    return gpu is None or gpu.architecture not in ("Pascal", "Volta", "Turing")
+
+
 def default_flash_attention(gpu, framework: str | None = None) -> bool:
-    """Whether attention runs fused (FlashAttention) when the plan does not say: the framework's
-    default where it has one (:data:`perfmodel.vocabulary.FRAMEWORK_FLASH_ATTENTION`), else on for
-    Ampere and newer (it needs the tensor cores of sm80+; Dao 2023) -- an assumption
-    (:func:`flash_attention_assumed`).  Without a ``gpu`` (the memory planner): on."""
-    if gpu is not None and gpu.architecture in ("Pascal", "Volta", "Turing"):
+    """Whether attention runs fused (FlashAttention) when the plan does not say: off where the GPU
+    cannot run it (:func:`can_fuse_attention`), else the framework's default where it has one
+    (:data:`perfmodel.vocabulary.FRAMEWORK_FLASH_ATTENTION`), else the kernel assumed for it
+    (:data:`~perfmodel.vocabulary.FRAMEWORK_FLASH_ATTENTION_ASSUMED`: unfused for Megatron-LM), else
+    on -- the last two an assumption (:func:`flash_attention_assumed`).  Without a ``gpu`` (the
+    memory planner): the framework's, else on."""
+    if not can_fuse_attention(gpu):
         return False
-    return FRAMEWORK_FLASH_ATTENTION.get(framework, True)
+    if framework in FRAMEWORK_FLASH_ATTENTION:
+        return FRAMEWORK_FLASH_ATTENTION[framework]
+    return FRAMEWORK_FLASH_ATTENTION_ASSUMED.get(framework, True)
 
 
 def flash_attention_assumed(plan: Plan, gpu, framework: str | None) -> bool:
-    """True when fused attention was assumed rather than known: the plan does not set
-    ``flash_attention``, the GPU could run it (Ampere or newer) and ``framework`` (None: not
-    stated) has no default of its own."""
+    """True when the attention kernel was assumed rather than known: the plan does not set
+    ``flash_attention``, the GPU could run either (Ampere or newer) and ``framework`` (None: not
+    stated) has no default of its own; :func:`default_flash_attention` says which was assumed."""
     return (plan.flash_attention is None and framework not in FRAMEWORK_FLASH_ATTENTION
-            and default_flash_attention(gpu, framework))
+            and can_fuse_attention(gpu))
 
 
 def settings(plan: Plan, gpu, framework: str | None = None) -> dict:

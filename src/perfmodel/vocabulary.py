@@ -11,6 +11,7 @@ import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
+           "FRAMEWORK_FLASH_ATTENTION_ASSUMED",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD",
            "framework_from_text"]
 
@@ -69,11 +70,19 @@ FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan",
 #          --use-flash-attn, an opt-in since 2023; Megatron-Core with Transformer Engine picks a fused
 #          backend by default; the 2021-2022 papers' runs predate FlashAttention), deepspeed
 #          (Megatron-DeepSpeed's --use-flash-attn is opt-in), fsdp and pytorch (the model code
-#          decides), jax.  Those take the GPU's default (fused on Ampere and newer) and the
-#          estimate lists it as an assumption (perfmodel.plans.flash_attention_assumed).
+#          decides), jax.  Those take FRAMEWORK_FLASH_ATTENTION_ASSUMED's kernel, else the GPU's
+#          default (fused on Ampere and newer), and the estimate lists it as an assumption
+#          (perfmodel.plans.flash_attention_assumed) whose other case widens the interval.
 FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
                              "dle-pytorch": False, "dle-tensorflow": False, "dle-mxnet": False,
                              "dle-paddle": False, "tensorflow": False}
+# The kernel a version-dependent framework is assumed to run when the plan does not say, where the
+# evidence points one way (still listed as an assumption):
+#   megatron  unfused: Megatron-LM's own transformer runs FlashAttention only with --use-flash-attn
+#             (store_true, default off), and every shipped Megatron-LM row (Narayanan et al. 2021,
+#             Korthikanti et al. 2022) ran unfused; Megatron-Core with Transformer Engine, the newer
+#             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
+FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,

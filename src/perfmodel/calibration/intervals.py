@@ -17,11 +17,11 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   plus the host dispatch time's: the squared log change of the step when the host is one
   standard error slower (:func:`perfmodel.chain.host_log_sensitivity`, 0 for a step the host
   does not bind even then; a framework whose rows never determined it counts it uncertain by x2,
-  :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`); and, when fused attention was assumed
-  for a framework that fuses it in some versions only, the two-point variance ``q (1 - q) d^2`` of
-  the step being ``d`` longer (log) unfused, ``q`` = :data:`UNFUSED_PROBABILITY`
-  (:func:`attention_variance`), about the two-point mean ``q d``, by which ``b`` moves towards the
-  slower case (:func:`attention_shift`).
+  :data:`perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA`); and, when the attention kernel was
+  assumed for a framework that fuses it in some versions only, the two-point variance
+  ``q (1 - q) d^2`` of the step changing by ``d`` (log) with the other kernel, ``q`` =
+  :data:`OTHER_KERNEL_PROBABILITY` (:func:`attention_variance`), about the two-point mean ``q d``,
+  by which ``b`` moves towards the other case (:func:`attention_shift`).
   ``v`` is the spread of the rows *beyond* ``p`` (their robust variance less their mean ``p``),
   so the two are not counted twice; ``p`` grows where a parameter falls back to its pooled value
   (an architecture the fit never saw); a value fitted *at a bound* of its parameter adds its
@@ -79,7 +79,7 @@ __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_rati
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
            "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "attention_shift",
-           "HOST_COLUMN", "ATTENTION_COLUMN", "UNFUSED_PROBABILITY", "SHARE_COLUMNS",
+           "HOST_COLUMN", "ATTENTION_COLUMN", "OTHER_KERNEL_PROBABILITY", "SHARE_COLUMNS",
            "TERM_COLUMNS", "untested_share", "source_families", "BUCKETS", "MIN_ROWS", "at_bound", "pinned", "BOUND_TOLERANCE"]
 
 LEVEL = 0.80  # the level of the legacy ``profile.interval`` table and of validate()'s low/high
@@ -104,14 +104,16 @@ NEAREST_KINDS = ("train",)  # kinds whose held-out rows the interval model keeps
 HELD_OUT_COLUMNS = ("id", "kind", "gpu", "architecture", "framework", "metric", "measured", "predicted", "num_gpus",
                     "model_params", "seq_len")
 HOST_COLUMN = "host_log_sensitivity"  # validate()'s column of each train row's chain.host_log_sensitivity
-# validate()'s column (and a Choice's result key) of the log change of the step when attention assumed
-# fused runs unfused (set by perfmodel.choice.choose_plans; 0 when the attention kernel was known)
+# validate()'s column (and a Choice's result key) of the log change of the step when its assumed attention
+# kernel is the other one (set by perfmodel.choice.choose_plans: > 0 where fused was assumed, < 0 where
+# unfused was; 0 when the attention kernel was known)
 ATTENTION_COLUMN = "attention_log_sensitivity"
 SHARE_COLUMNS = tuple(f"share_{group}" for group in STEP_SHARES)  # validate()'s columns of the chain's step shares
 TERM_COLUMNS = (HOST_COLUMN, ATTENTION_COLUMN, *SHARE_COLUMNS)  # per-row interval inputs besides the value
-# ASSUMPTION (shown by confidence()): attention taken as fused for a framework that fuses it in some
-# versions only is unfused with probability 1/2 -- no row with an unstated attention kernel tested it
-UNFUSED_PROBABILITY = 0.5
+# ASSUMPTION (shown by confidence()): an attention kernel assumed for a framework that fuses it in some
+# versions only is the other kernel with probability 1/2 -- no row with an unstated attention kernel
+# tested it (the assumed kernel is the likelier one: perfmodel.vocabulary.FRAMEWORK_FLASH_ATTENTION_ASSUMED)
+OTHER_KERNEL_PROBABILITY = 0.5
 ATTENTION_STATED_LOG_CHANGE = math.log(1.05)  # confidence() names the assumed attention when it moves the step this much
 # ASSUMPTION (shown by confidence()): with too few rows to fit it, a share of the step that no fitted
 # row tested is uncertain by x2 at one standard error, the spread assumed for a host dispatch time no
@@ -323,22 +325,22 @@ def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
 
 
 def attention_variance(attention_log_sensitivity, shape=None) -> np.ndarray:
-    """An assumed attention kernel's share of ``p``: the step's log time is ``d`` longer with
-    probability ``q`` (unfused) and unchanged otherwise, a two-point distribution of variance
+    """An assumed attention kernel's share of ``p``: the step's log time changes by ``d`` with
+    probability ``q`` (the other kernel) and not otherwise, a two-point distribution of variance
     ``q (1 - q) d^2`` about its mean ``q d`` (:func:`attention_shift`; ``q`` =
-    :data:`UNFUSED_PROBABILITY`, ``d`` the estimate's :data:`ATTENTION_COLUMN`; NaN counts as 0:
+    :data:`OTHER_KERNEL_PROBABILITY`, ``d`` the estimate's :data:`ATTENTION_COLUMN`; NaN counts as 0:
     attention known or absent)."""
     d = np.nan_to_num(np.asarray(attention_log_sensitivity, dtype=float), nan=0.0)
-    value = UNFUSED_PROBABILITY * (1.0 - UNFUSED_PROBABILITY) * d ** 2
+    value = OTHER_KERNEL_PROBABILITY * (1.0 - OTHER_KERNEL_PROBABILITY) * d ** 2
     return np.broadcast_to(value, shape if shape is not None else value.shape).astype(float)
 
 
 def attention_shift(attention_log_sensitivity, shape=None) -> np.ndarray:
     """The mean of that two-point distribution in rate orientation, ``-q d``: the estimate is the
-    fused step, so the interval is centred ``q d`` towards the slower unfused one (the variance of
-    :func:`attention_variance` is about this mean, so the interval spans both cases' middle)."""
+    assumed kernel's step, so the interval is centred ``q d`` towards the other one (the variance
+    of :func:`attention_variance` is about this mean, so the interval spans both cases' middle)."""
     d = np.nan_to_num(np.asarray(attention_log_sensitivity, dtype=float), nan=0.0)
-    return np.broadcast_to(-UNFUSED_PROBABILITY * d, shape if shape is not None else d.shape).astype(float)
+    return np.broadcast_to(-OTHER_KERNEL_PROBABILITY * d, shape if shape is not None else d.shape).astype(float)
 
 
 def untested_share(shares, share_range, shape=()) -> np.ndarray:
@@ -818,7 +820,7 @@ def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_p
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
     :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
-    ``attention`` (an assumed fused attention's part of p: :func:`attention_variance` of ``attention``;
+    ``attention`` (an assumed attention kernel's part of p: :func:`attention_variance` of ``attention``;
     ``bias`` includes its :func:`attention_shift`),
     ``bounds`` (the prior of a value at its bound, weighted
     by ``n0 / (n + n0)`` of the architecture's rows), ``architecture``, ``gpu`` (a GPU model with
@@ -979,7 +981,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     and ``text`` (one line for the CLI).  ``host``: the estimate's
     :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time;
     ``shares``: its step shares by :data:`SHARE_COLUMNS` name; ``attention``: its
-    :data:`ATTENTION_COLUMN` (attention assumed fused: the log change of the step if unfused)."""
+    :data:`ATTENTION_COLUMN` (the log change of the step if the assumed attention kernel is the other one)."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
@@ -1008,10 +1010,11 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
             f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
             f"{math.expm1(host):.0%}")
-    if attention >= ATTENTION_STATED_LOG_CHANGE:
+    if abs(attention) >= ATTENTION_STATED_LOG_CHANGE:
+        assumed_kernel, other = ("fused", "unfused") if attention > 0 else ("unfused", "fused")
         extrapolates.append(
-            f"attention assumed fused; unfused it would slow the step {math.expm1(attention):.0%} "
-            f"(counted as a {UNFUSED_PROBABILITY:.0%} chance, assumed)")
+            f"attention assumed {assumed_kernel}; {other} it would {'slow' if attention > 0 else 'speed up'} the step "
+            f"{abs(math.expm1(attention)):.0%} (counted as a {OTHER_KERNEL_PROBABILITY:.0%} chance, assumed)")
     share_entry = entry.get("shares")
     for column, top in (share_entry["range"] if share_entry else {}).items():
         value = float((shares or {}).get(column, 0.0))

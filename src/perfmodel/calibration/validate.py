@@ -60,8 +60,8 @@ def validate(measurements: pd.DataFrame, catalog: Catalog | None = None,
     ``predicted`` and ``ape`` and a ``reason``; ``host_log_sensitivity`` (train rows, else NaN) is
     how much a host dispatch time one standard error slower would move the prediction
     (:func:`perfmodel.chain.host_log_sensitivity`, the interval's host term);
-    ``attention_log_sensitivity`` (train rows) is how much longer (log) the step would be unfused
-    where a row's attention kernel was assumed fused, else 0 (the interval's attention term);
+    ``attention_log_sensitivity`` (train rows) is how much the step would change (log) with the
+    other attention kernel where a row's kernel was assumed, else 0 (the interval's attention term);
     ``share_<group>``
     (train rows) is the share of the predicted step in each :data:`perfmodel.chain.STEP_SHARES`
     group (the interval's step-makeup term).  When the profile has prediction intervals,
