@@ -60,7 +60,9 @@ def test_the_choice_is_the_conventional_plan_search_names():
     assert estimate.step_time_s == pytest.approx(conventional["step_time_s"], rel=1e-12)
     assert {key: estimate.plan[key] for key in ("tp", "pp", "dp", "micro_batch", "zero")} == \
         {key: conventional[key] for key in ("tp", "pp", "dp", "micro_batch", "zero")}
-    assert float(best["step_time_s"]) <= estimate.step_time_s <= float(best["step_time_s"]) * (1 + frame.attrs["tie_band"])
+    # the same plan timed in another vectorized batch may differ in the last bit
+    fastest = float(best["step_time_s"])
+    assert fastest * (1 - 1e-12) <= estimate.step_time_s <= fastest * (1 + frame.attrs["tie_band"])
     assert math.isfinite(estimate.step_time_s) and np.isfinite(best["mfu"])
 
 
