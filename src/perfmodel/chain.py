@@ -330,9 +330,9 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     once per step in buckets under the last micro-batch's backward pass: only the part that does
     not fit under :func:`dp_overlap` of it is exposed (all of it for Megatron-LM).  ZeRO-2 keeps
     only its shard of the gradients, so it reduce-scatters them under every micro-batch's backward
-    pass (DeepSpeed stage 2, PyTorch FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every unit's gradients in every
-    micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what those reduce-scatters add to
-    the parameter all-gathers of the backward pass."""
+    pass (DeepSpeed stage 2, PyTorch FSDP ``SHARD_GRAD_OP``); ZeRO-3/FSDP reduce-scatters every
+    unit's gradients in every micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what
+    those reduce-scatters add to the parameter all-gathers of the backward pass."""
     group, members_per_node, links = _dp_links(inputs, so_far)
     grad_bytes = so_far["params_local"] * inputs.profile.get("gradient_reduce_bytes")
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)

@@ -112,7 +112,8 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         expert=np.array([op.expert for op in ops], dtype=bool),
         implicit=np.array([op.implicit for op in ops], dtype=bool), pass_bytes=column("pass_bytes"),
         kernels_forward=np.array([op.kernels_forward for op in ops], dtype=float),
-        kernels_backward=np.where([op.kernels_backward is None for op in ops], backward_kernels([op.kind for op in ops]),
+        kernels_backward=np.where([op.kernels_backward is None for op in ops],
+                                  backward_kernels([op.kind for op in ops]),
                                   [op.kernels_backward or 0.0 for op in ops]))
 
 
