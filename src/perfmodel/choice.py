@@ -34,7 +34,8 @@ from perfmodel.calibration.intervals import ATTENTION_COLUMN, time_bounds
 from perfmodel.chain import evaluate
 from perfmodel.job import resolve
 from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
-                             conventional_order, enumerate_plans, flash_attention_assumed, memory_headroom,
+                             conventional_order, default_sequence_parallel, enumerate_plans, flash_attention_assumed,
+                             memory_headroom,
                              reasons_from_mask, resolve_plan, select, settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
@@ -105,9 +106,12 @@ def plan_choice_text(choice: Choice) -> str:
             f"rule: perfmodel.plans.conventional_order)")
 
 
-def candidate_plan(plan: Plan) -> Plan:
-    """The scenario plan whose open fields a choice ranges over (:data:`FIXED_WHEN_OPEN` set)."""
-    return plan.model_copy(update={name: getattr(plan, name) or value for name, value in FIXED_WHEN_OPEN.items()})
+def candidate_plan(plan: Plan, framework: str | None = None) -> Plan:
+    """The scenario plan whose open fields a choice ranges over: :data:`FIXED_WHEN_OPEN` set, and
+    sequence parallelism at ``framework``'s default where it has one
+    (:func:`perfmodel.plans.default_sequence_parallel`)."""
+    update = {name: getattr(plan, name) or value for name, value in FIXED_WHEN_OPEN.items()}
+    return plan.model_copy(update={**update, "sequence_parallel": default_sequence_parallel(plan, framework)})
 
 
 def choose_plan(scenario, catalog=None, profile=None) -> Choice:
@@ -160,7 +164,7 @@ def _choose_group(workload, cluster, plans: list[Plan], fixed: dict, profile, da
     """The choices of plans that share the settings ``fixed``: all their candidates in one pass."""
     candidates = []
     for plan in plans:
-        grid = enumerate_plans(candidate_plan(plan), workload, cluster.num_gpus, cluster.gpus_per_node,
+        grid = enumerate_plans(candidate_plan(plan, framework), workload, cluster.num_gpus, cluster.gpus_per_node,
                                fixed["flash_attention"])
         candidates.append(select(grid, check_plans(grid, workload, cluster.num_gpus, cluster.gpus_per_node) == 0))
     owner = np.concatenate([np.full(len(c["tp"]), i) for i, c in enumerate(candidates)])

@@ -21,7 +21,7 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.plans import memory_headroom
+from perfmodel.plans import memory_headroom, sequence_parallel_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
@@ -111,6 +111,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     assumed = [*cluster.gpu.assumed, *cluster.assumed]
     if profile.framework_pooled(framework):
         assumed.append(framework_assumption(framework))
+    if workload.family == "transformer" and sequence_parallel_assumed(scenario.plan, framework, choice.plan["tp"]):
+        assumed.append(sequence_parallel_assumption(framework, bool(choice.plan["sequence_parallel"])))
     if assumed:
         base["assumptions"]["assumed"] = assumed
     if not choice.valid:
@@ -137,6 +139,14 @@ def flash_assumption(framework: str | None, fused: bool, other_over_assumed: flo
     assumed, other = ("fused (FlashAttention)", "unfused") if fused else ("unfused", "fused (FlashAttention)")
     return (f"{who}: attention assumed {assumed}; {other}, the step takes "
             f"{other_over_assumed - 1:+.0%} -- set plan.flash_attention to say which")
+
+
+def sequence_parallel_assumption(framework: str, on: bool) -> str:
+    """The assumed-input line of sequence parallelism taken as ``framework``'s default
+    (:func:`perfmodel.plans.sequence_parallel_assumed`)."""
+    return (f"framework {framework!r}: sequence parallelism assumed {'on' if on else 'off'}, its default "
+            f"(norms, dropouts and residual adds run whole on every tensor-parallel rank when off) -- set "
+            f"plan.sequence_parallel to say which")
 
 
 def framework_assumption(framework: str | None) -> str:

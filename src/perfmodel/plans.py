@@ -25,7 +25,8 @@ import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, OFFLOAD_TARGETS
+from perfmodel.vocabulary import (FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED,
+                                  FRAMEWORK_SEQUENCE_PARALLEL, OFFLOAD_TARGETS)
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
@@ -88,6 +89,21 @@ def flash_attention_assumed(plan: Plan, gpu, framework: str | None) -> bool:
             and can_fuse_attention(gpu))
 
 
+def default_sequence_parallel(plan: Plan, framework: str | None = None) -> bool | None:
+    """Sequence parallelism for a plan that does not say: ``framework``'s default where it has one
+    (:data:`perfmodel.vocabulary.FRAMEWORK_SEQUENCE_PARALLEL`: off for Megatron-LM), else None (on
+    whenever tp > 1).  A plan that states it keeps it."""
+    if plan.sequence_parallel is not None:
+        return plan.sequence_parallel
+    return FRAMEWORK_SEQUENCE_PARALLEL.get(framework)
+
+
+def sequence_parallel_assumed(plan: Plan, framework: str | None, tp: int) -> bool:
+    """True when a tensor-parallel plan's sequence parallelism is the framework's default rather
+    than stated (:func:`default_sequence_parallel`)."""
+    return plan.sequence_parallel is None and framework in FRAMEWORK_SEQUENCE_PARALLEL and tp > 1
+
+
 def settings(plan: Plan, gpu, framework: str | None = None) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
     flash attention (:func:`default_flash_attention` of the GPU and ``framework``), the optimizer
@@ -111,7 +127,8 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
 
     Defaults: no tensor/pipeline/context parallelism, all remaining GPUs data-parallel, micro-batch
     1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, no ZeRO,
-    sequence parallelism whenever tp > 1 (Korthikanti et al. 2022), flash attention as
+    sequence parallelism whenever tp > 1 (Korthikanti et al. 2022) unless ``framework`` defaults to
+    it off (:func:`default_sequence_parallel`), flash attention as
     :func:`default_flash_attention` of the GPU and ``framework``, Adam, and
     :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
     the candidates a choice ranges over; this is the plan that explains why when none is valid.
@@ -122,6 +139,7 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
     if plan.micro_batch is None and plan.global_batch is not None and family == "cnn":
         micro_batch = max(1, plan.global_batch // dp)
     global_batch = plan.global_batch or dp * micro_batch
+    sequence_parallel = default_sequence_parallel(plan, framework)
     return {
         **settings(plan, gpu, framework),
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "vp": vp,
@@ -129,7 +147,7 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
         "recompute": plan.recompute or "none",
         "recompute_every": plan.recompute_every or 1,
         "zero": plan.zero or 0,
-        "sequence_parallel": plan.sequence_parallel if plan.sequence_parallel is not None else tp > 1,
+        "sequence_parallel": tp > 1 if sequence_parallel is None else sequence_parallel,
         "offload": plan.offload or "none",
     }
 

@@ -11,7 +11,7 @@ import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
-           "FRAMEWORK_FLASH_ATTENTION_ASSUMED",
+           "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD",
            "framework_from_text"]
 
@@ -83,6 +83,14 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 #             Korthikanti et al. 2022) ran unfused; Megatron-Core with Transformer Engine, the newer
 #             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
 FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
+
+# Whether a framework shards the layer norms, dropouts and residual adds of tensor-parallel layers
+# over the sequence (sequence parallelism, Korthikanti et al. 2022) when the plan does not say, for
+# frameworks with a default of their own: Megatron-LM's --sequence-parallel is a store_true flag
+# (NVIDIA/Megatron-LM megatron/training/arguments.py, default off), and the 2021 PTD-P runs predate
+# it.  Any other framework (NeMo's and torchtitan's tensor-parallel recipes turn it on, or none
+# stated) runs it whenever tp > 1.  The estimate lists the Megatron-LM default as an assumption.
+FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False}
 
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
