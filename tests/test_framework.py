@@ -281,3 +281,58 @@ def test_megatron_reduces_gradients_after_the_backward_pass_the_others_under_it(
             assert np.all(exposed_grad < full_grad) and np.all(exposed_gather < full_gather)
     np.testing.assert_array_equal(out["megatron"].outputs["dp_comm_s"][zero == 3],
                                   out["fsdp"].outputs["dp_comm_s"][zero == 3])
+
+
+def _tp_chains(hidden, profile, frameworks=("megatron", "torchtitan"), recompute="none"):
+    """One TP-8 plan of a 24-layer GPT of ``hidden`` on 8 A100s, run through the chain per framework."""
+    from perfmodel.chain import run_chain
+    from perfmodel.plans import check_plans, enumerate_plans, select
+    from perfmodel.scenario import Plan
+    from perfmodel.workloads.transformer import transformer
+
+    workload = transformer(name=f"gpt-{hidden}", layers=24, hidden=hidden, heads=hidden // 128, seq_len=2048,
+                           vocab=51200)
+    cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
+    grid = enumerate_plans(Plan(tp=8, pp=1, micro_batch=4, global_batch=4, recompute=recompute, zero=0,
+                                sequence_parallel=False), workload, 8, 8)
+    plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
+    settings = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=profile)
+    return {name: run_chain(workload, cluster, plans, framework=name, **settings) for name in frameworks}
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_megatron_hides_backward_tp_all_reduces_under_the_weight_gradient_gemms(recompute):
+    """Megatron-Core's column-parallel layers all-reduce the input gradient while the weight
+    gradient is computed (TP_DGRAD_OVERLAP): with no interference and weight-gradient GEMMs longer
+    than the all-reduce (hidden 8,192 at TP 8), only the forward all-reduces (two per layer, two more
+    for a recomputed layer) stay exposed; a framework without it exposes all of them."""
+    from perfmodel.vocabulary import TP_DGRAD_OVERLAP
+
+    assert TP_DGRAD_OVERLAP == ("megatron", "nemo", "deepspeed")
+    out = _tp_chains(8192, CalibrationProfile(values={"overlap_interference": 0.0}), recompute=recompute)
+    megatron, torchtitan = out["megatron"], out["torchtitan"]
+    window = megatron.steps["compute"]["wgrad_window"]
+    per_collective = megatron.steps["tp_comm"]["t_tp"] / megatron.steps["compute"]["stage_layers"]
+    assert np.all(window > 0)
+    forward = 2.0 + 2.0 * (recompute == "full")
+    np.testing.assert_allclose(megatron.outputs["tp_comm_s"] / torchtitan.outputs["tp_comm_s"],
+                               forward / (forward + 2.0), rtol=1e-9)
+    assert np.all(per_collective > 0)
+
+
+@settings(max_examples=12, deadline=None)
+@given(hidden=st.sampled_from([1024, 2048, 4096, 8192]), interference=st.floats(0.0, 1.0))
+def test_the_hidden_share_is_bounded_by_the_weight_gradient_gemm(hidden, interference):
+    """Exposed backward all-reduce = max(0, t - w) + interference x min(t, w) per all-reduce (t its
+    time, w the mean column-parallel weight-gradient GEMM): never more than without overlap, never
+    less than the forward all-reduces, equal to no overlap at full interference."""
+    out = _tp_chains(hidden, CalibrationProfile(values={"overlap_interference": interference}))
+    megatron, torchtitan = out["megatron"], out["torchtitan"]
+    layers = megatron.steps["compute"]["stage_layers"]
+    full = torchtitan.steps["tp_comm"]["t_tp"] / layers / 4.0  # one all-reduce, exposed
+    window = megatron.steps["compute"]["wgrad_window"]
+    hidden_part = np.minimum(full, window)
+    expected = layers * (2.0 * full + 2.0 * (full - hidden_part + interference * hidden_part))
+    np.testing.assert_allclose(megatron.steps["tp_comm"]["t_tp"], expected, rtol=1e-9)
+    assert np.all(megatron.steps["tp_comm"]["t_tp"] <= torchtitan.steps["tp_comm"]["t_tp"] * (1 + 1e-12))
+    assert np.all(megatron.steps["tp_comm"]["t_tp"] >= layers * 2.0 * full * (1 - 1e-12))

@@ -26,7 +26,8 @@ from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.vocabulary import DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, ZERO3_REGATHER_ON_RECOMPUTE
+from perfmodel.vocabulary import (DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, TP_DGRAD_OVERLAP,
+                                  ZERO3_REGATHER_ON_RECOMPUTE)
 from perfmodel.workloads.ops import unique_plan_shapes
 
 # the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
@@ -69,7 +70,7 @@ OPTIMIZER_STEP_BYTES = {("adam", True): 30.0, ("adam", False): 28.0, ("sgd", Tru
 
 # the per-micro-batch compute times of _unique_compute (seconds; the framework's kernels scale them)
 _COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "post_fwd", "post_bwd",
-                  "layer_weight_cast", "pre_weight_cast", "post_weight_cast")
+                  "layer_weight_cast", "pre_weight_cast", "post_weight_cast", "wgrad_window")
 
 
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
@@ -89,6 +90,10 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     op_seconds = (forward + backward) * repeat
     layer = table.mask(placement="layer")
     attention = table.mask(kind=("attention", "softmax"), placement="layer")
+    # the weight-gradient GEMM of a column-parallel layer (half its backward GEMM work), mean over them
+    column = table.column_parallel.reshape(layer.shape) & layer
+    wgrad_window = ((backward / 2.0 * repeat * column).sum(axis=0)
+                    / np.maximum((repeat * column).sum(axis=0), 1.0))
     shape = np.shape(op_seconds.sum(axis=0))
 
     def queued(seconds, launches, mask):
@@ -106,6 +111,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     terms = {
         **{name: time for name, (time, _, _) in passes.items()},
         "attn_fwd": queued(forward, launches_fwd, attention)[0],
+        "wgrad_window": np.broadcast_to(wgrad_window, shape),
         "layer_weight_cast": (weight_cast * repeat * layer).sum(axis=0),
         "pre_weight_cast": (weight_cast * table.mask(placement="pre")).sum(axis=0),
         "post_weight_cast": (weight_cast * table.mask(placement="post")).sum(axis=0),
@@ -220,17 +226,23 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     """Megatron-LM's two all-reduces per layer in the forward and two in the backward pass
     (Shoeybi et al. 2019, Fig. 3), or the equivalent reduce-scatter + all-gather pairs with
     sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2); two more in the forward pass that
-    full recomputation repeats; ``tp_overlap`` of it hidden.  A TP group wider than a node runs
-    its collectives over the inter-node network (legal, slow)."""
+    full recomputation repeats.  The forward ones are exposed.  A backward one is the input
+    gradient of a column-parallel GEMM (qkv, MLP up); frameworks of
+    :data:`~perfmodel.vocabulary.TP_DGRAD_OVERLAP` run it under that GEMM's weight-gradient GEMM
+    (:func:`exposed_communication` with the mean such GEMM, ``overlap_interference``), the others
+    expose it too.  A TP group wider than a node runs its collectives over the inter-node network
+    (legal, slow)."""
     tp = inputs.degree("tp")
     if inputs.workload.family != "transformer":
         return {"t_tp": np.zeros_like(tp), "tp_comm_s": np.zeros_like(tp)}
     shape = inputs.workload.shape
     tp_message = _tokens_per_rank(inputs) * shape.hidden * activation_bytes_per_value(inputs.precision)
-    tp_collectives = 4.0 + 2.0 * so_far["recompute_share"]  # recomputed layers repeat their forward pair
+    forward_collectives = 2.0 + 2.0 * so_far["recompute_share"]  # recomputed layers repeat their forward pair
     members_per_node = np.minimum(tp, inputs.cluster.gpus_per_node)
     t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, members_per_node, **so_far["links"])
-    t_tp = (1.0 - inputs.profile.get("tp_overlap")) * tp_collectives * so_far["stage_layers"] * t_tp_layer
+    t_backward = (exposed_communication(t_tp_layer, so_far["wgrad_window"], inputs.profile.get("overlap_interference"))
+                  if inputs.framework in TP_DGRAD_OVERLAP else t_tp_layer)
+    t_tp = so_far["stage_layers"] * (forward_collectives * t_tp_layer + 2.0 * t_backward)
     return {"t_tp": t_tp, "tp_comm_s": so_far["micro_batches"] * t_tp}
 
 

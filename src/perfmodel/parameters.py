@@ -385,10 +385,6 @@ _TABLE = (
               "DeepSpeed ZeRO stage 3 default stage3_prefetch_bucket_size = 5e7 (deepspeed.ai/docs/"
               "config-json, ZeRO optimizations); PyTorch FSDP gathers one whole unit (a larger "
               "value); a framework setting, not fitted"),
-    Parameter("tp_overlap", 0.0, 0.0, 0.9, "fraction",
-              "share of tensor-parallel communication hidden under compute",
-              "Megatron-LM default runs TP collectives on the critical path (no comm/GEMM overlap); "
-              "fitted by calibrate()"),
     Parameter("step_overhead", 0.01, 0.0, 2.0, "s",
               "per-step framework overhead (Python, kernel launches not modelled per op, logging)",
               "prior: order of a few ms to tens of ms seen in PyTorch step traces; fitted by calibrate()"),

@@ -438,8 +438,8 @@ def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_a
     offload of the optimizer state and/or the weights to host memory
     (:data:`perfmodel.vocabulary.OFFLOAD_TARGETS`).  ``dp`` follows from the others; the global
     batch as in :func:`enumerate_plans`.  Left out because the chain has no term for them:
-    tensor-parallel communication overlap on/off (one fitted ``tp_overlap`` for every plan) and
-    data-parallel bucket sizes.
+    tensor-parallel communication overlap on/off (the framework decides:
+    :data:`perfmodel.vocabulary.TP_DGRAD_OVERLAP`) and data-parallel bucket sizes.
     """
     transformer = workload.family == "transformer"
     layers = workload.layers

@@ -12,7 +12,7 @@ import re
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL",
-           "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD",
+           "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
            "framework_from_text"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -109,6 +109,17 @@ ZERO3_REGATHER_ON_RECOMPUTE = ("deepspeed",)
 # --overlap-grad-reduce and --overlap-param-gather are opt-in flags).  The others (PyTorch DDP's
 # bucketed all-reduce, FSDP, NeMo's recipes) overlap under dp_overlap.  ZeRO-3 is not affected.
 DP_REDUCE_AFTER_BACKWARD = ("megatron",)
+
+# Frameworks whose tensor-parallel linear layers launch the column-parallel GEMM's input-gradient
+# all-reduce (reduce-scatter with sequence parallelism) asynchronously in the backward pass and
+# compute that GEMM's weight gradient meanwhile, so each backward tensor-parallel collective hides
+# under a weight-gradient GEMM as far as that GEMM lasts: Megatron-Core's
+# LinearWithGradAccumulationAndAsyncCommunication.backward (NVIDIA/Megatron-LM
+# megatron/core/tensor_parallel/layers.py: all_reduce(grad_input, async_op=True), "scheduled
+# before the weight gradient computation"), which Megatron-LM and NeMo run; Megatron-DeepSpeed keeps
+# Megatron-LM's async_grad_allreduce.  Every other framework's tensor-parallel collectives (PyTorch
+# DTensor tensor parallelism; torchtitan's async TP is opt-in) are exposed whole.
+TP_DGRAD_OVERLAP = ("megatron", "nemo", "deepspeed")
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
 # (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the

@@ -59,6 +59,9 @@ class OpTable:
       fused attention (flash attention, Dao et al. 2022) keeps its ``m x n`` score tiles on chip.
       The kernel model times their tiles and waves only; their memory traffic is the op's own
       ``bytes`` (False: a plain GEMM, whose matrices are its traffic).
+      ``column_parallel``: True for a tensor-parallel layer's column-parallel GEMM (qkv, MLP up:
+      Shoeybi et al. 2019, Sec. 3), whose input gradient is all-reduced over the tensor-parallel
+      group in the backward pass (False for every other op and for CNNs);
     Columns of shape ``(n_ops, *plan_shape)`` (float arrays):
       ``m``, ``n``, ``k``: GEMM dimensions per GPU (convolutions as implicit GEMM:
       m = batch x output pixels, n = output channels, k = input channels x kernel volume);
@@ -93,10 +96,11 @@ class OpTable:
     pass_bytes: np.ndarray | None = None
     kernels_forward: np.ndarray | None = None
     kernels_backward: np.ndarray | None = None
+    column_parallel: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
-        for column in ("expert", "implicit"):
+        for column in ("expert", "implicit", "column_parallel"):
             if getattr(self, column) is None:
                 object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
         if self.pass_bytes is None:
@@ -105,8 +109,8 @@ class OpTable:
             object.__setattr__(self, "kernels_forward", np.ones(n_ops))
         if self.kernels_backward is None:
             object.__setattr__(self, "kernels_backward", backward_kernels(self.kind))
-        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "kernels_forward",
-                       "kernels_backward"):
+        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "column_parallel",
+                       "kernels_forward", "kernels_backward"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
         bad_kind = set(self.kind) - set(OP_KINDS)

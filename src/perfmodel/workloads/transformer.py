@@ -309,9 +309,10 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
     bias = 1.0 if shape.bias else 0.0
     norm_params = h * (2 if shape.norm == "layernorm" else 1)
 
-    def matmul(name, m, n, k, params, saved, placement="layer"):
+    def matmul(name, m, n, k, params, saved, placement="layer", column_parallel=False):
         return OpSpec(name, "matmul", placement, m=m, n=n, k=k, flops=2 * m * n * k,
-                      bytes=A * (m * k + k * n + m * n), params=params, saved_bytes=saved)
+                      bytes=A * (m * k + k * n + m * n), params=params, saved_bytes=saved,
+                      column_parallel=column_parallel)
 
     def norm(name, tokens, placement="layer"):
         return OpSpec(name, "norm", placement, fp32=True, flops=NORM_FLOPS * tokens * h,
@@ -354,7 +355,8 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
             klen = s + shape.mem_len
             tokens = T * klen / s
             return [norm(prefix + "attn_norm", T),
-                    matmul(prefix + "qkv", tokens, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * tokens * h),
+                    matmul(prefix + "qkv", tokens, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * tokens * h,
+                           column_parallel=True),
                     matmul(prefix + "pos_proj", klen, q_heads * d, h, h * q_heads * d, A * klen * h),
                     attention(prefix + "attention", klen, causal, score_gemms=3),
                     OpSpec(prefix + "rel_shift", "elementwise", flops=b * q_heads * (s / c) * klen,
@@ -362,7 +364,7 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
                     matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d, A * T * q_heads * d),
                     residual(prefix + "attn_residual")]           # qkv_net, r_net, o_net: no biases
         return [norm(prefix + "attn_norm", T),
-                matmul(prefix + "qkv", T, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * T * h),
+                matmul(prefix + "qkv", T, qkv_n, h, h * qkv_n + qkv_bias * qkv_n, A * T * h, column_parallel=True),
                 attention(prefix + "attention", s, causal),
                 matmul(prefix + "attn_out", T, h, q_heads * d, h * q_heads * d + bias * h, A * T * q_heads * d),
                 residual(prefix + "attn_residual")]
@@ -371,7 +373,7 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
         """Decoder queries over the encoder output (source as long as the target; Vaswani et al. 2017)."""
         q_n, kv_n = q_heads * d, 2 * kv_heads * d
         return [norm(prefix + "attn_norm", T),
-                matmul(prefix + "q", T, q_n, h, h * q_n + bias * q_n, A * T * h),
+                matmul(prefix + "q", T, q_n, h, h * q_n + bias * q_n, A * T * h, column_parallel=True),
                 matmul(prefix + "kv", T, kv_n, h, h * kv_n + bias * kv_n, A * T * h),
                 attention(prefix + "attention", s, causal=False),
                 matmul(prefix + "attn_out", T, h, q_n, h * q_n + bias * h, A * T * q_n),
@@ -380,7 +382,8 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
     def mlp(prefix):
         return [norm(prefix + "mlp_norm", T),
                 *(_moe_ops(shape, T, t, up_mats, A, bias, matmul) if shape.moe else [
-                    matmul(prefix + "mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h),
+                    matmul(prefix + "mlp_up", T, up_mats * f, h, up_mats * (h * f + bias * f), A * T * h,
+                           column_parallel=True),
                     OpSpec(prefix + "mlp_act", "elementwise", flops=act_flops, bytes=A * (up_mats + 1) * T * f,
                            saved_bytes=A * up_mats * T * f),
                     matmul(prefix + "mlp_down", T, h, f, h * f + bias * h, A * T * f)]),

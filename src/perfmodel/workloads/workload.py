@@ -93,6 +93,7 @@ class OpSpec:
     pass_bytes: object = 0.0  # the part of bytes its memory-bound side kernels move (unfused softmax, dropout)
     kernels_forward: float = 1.0  # kernels one instance launches forward
     kernels_backward: float | None = None  # ... backward; None: by kind (ops.backward_kernels)
+    column_parallel: bool = False  # a column-parallel GEMM: its input gradient is all-reduced over TP backward
 
 
 def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
@@ -111,6 +112,7 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape),
         expert=np.array([op.expert for op in ops], dtype=bool),
         implicit=np.array([op.implicit for op in ops], dtype=bool), pass_bytes=column("pass_bytes"),
+        column_parallel=np.array([op.column_parallel for op in ops], dtype=bool),
         kernels_forward=np.array([op.kernels_forward for op in ops], dtype=float),
         kernels_backward=np.where([op.kernels_backward is None for op in ops],
                                   backward_kernels([op.kind for op in ops]),
