@@ -336,3 +336,31 @@ def test_the_hidden_share_is_bounded_by_the_weight_gradient_gemm(hidden, interfe
     np.testing.assert_allclose(megatron.steps["tp_comm"]["t_tp"], expected, rtol=1e-9)
     assert np.all(megatron.steps["tp_comm"]["t_tp"] <= torchtitan.steps["tp_comm"]["t_tp"] * (1 + 1e-12))
     assert np.all(megatron.steps["tp_comm"]["t_tp"] >= layers * 2.0 * full * (1 - 1e-12))
+
+
+def test_megatron_reduces_fp16_gradients_in_fp16_and_bf16_ones_in_fp32():
+    """Megatron-LM's gradient buffer has the parameters' dtype unless fp32 accumulation is asked
+    for, which bf16 forces (HALF_PRECISION_GRADIENT_REDUCE): its fp16 data-parallel all-reduce moves
+    half the bytes of the same run in bf16 or under PyTorch DDP (fp32 gradients)."""
+    from perfmodel.chain import run_chain
+    from perfmodel.models import comm
+    from perfmodel.plans import check_plans, enumerate_plans, select
+    from perfmodel.scenario import Plan
+    from perfmodel.workloads import get_workload
+
+    workload = get_workload("gpt3-1.3b")
+    cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
+    grid = enumerate_plans(Plan(tp=1, pp=1, micro_batch=1, global_batch=8, recompute="none", zero=0), workload, 8, 8)
+    plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
+    profile = CalibrationProfile()
+    t_grad = {}
+    for framework, precision in (("megatron", "fp16"), ("megatron", "bf16"), ("fsdp", "fp16")):
+        result = run_chain(workload, cluster, plans, precision=precision, flash_attention=True, optimizer="adam",
+                           profile=profile, framework=framework)
+        t_grad[framework, precision] = result.steps["dp_comm"]["t_grad"]
+        params = result.steps["compute"]["params_local"]
+    links = comm.link_numbers(cluster, profile)
+    for precision_bytes, key in ((2.0, ("megatron", "fp16")), (4.0, ("megatron", "bf16")), (4.0, ("fsdp", "fp16"))):
+        expected = comm.collective_time("all_reduce", params * precision_bytes, 8, 8, **links)
+        np.testing.assert_allclose(t_grad[key], expected, rtol=1e-9)
+    assert np.all(t_grad["megatron", "fp16"] < t_grad["megatron", "bf16"])

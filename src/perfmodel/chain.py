@@ -26,8 +26,8 @@ from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.vocabulary import (DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, TP_DGRAD_OVERLAP,
-                                  ZERO3_REGATHER_ON_RECOMPUTE)
+from perfmodel.vocabulary import (DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, HALF_PRECISION_GRADIENT_REDUCE,
+                                  TP_DGRAD_OVERLAP, ZERO3_REGATHER_ON_RECOMPUTE)
 from perfmodel.workloads.ops import unique_plan_shapes
 
 # the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
@@ -337,6 +337,15 @@ def _dp_links(inputs: ChainInputs, so_far: dict) -> tuple[np.ndarray, np.ndarray
     return group, members_per_node, _shared_nics(so_far["links"], gpus_per_node / members_per_node)
 
 
+def gradient_reduce_bytes(inputs: ChainInputs) -> float:
+    """Bytes per gradient in the data-parallel reduction: 2 for fp16 training under a framework of
+    :data:`~perfmodel.vocabulary.HALF_PRECISION_GRADIENT_REDUCE` (Megatron-LM), else the
+    ``gradient_reduce_bytes`` parameter (fp32 gradients)."""
+    if inputs.precision == "fp16" and inputs.framework in HALF_PRECISION_GRADIENT_REDUCE:
+        return 2.0
+    return inputs.profile.get("gradient_reduce_bytes")
+
+
 def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     """Gradient all-reduce (ZeRO-0) or reduce-scatter (ZeRO-1; Rajbhandari et al. 2020, Sec. 7)
     once per step in buckets under the last micro-batch's backward pass: only the part that does
@@ -346,7 +355,7 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     unit's gradients in every micro-batch (:func:`zero3_exposed`), and its ``dp_comm_s`` is what
     those reduce-scatters add to the parameter all-gathers of the backward pass."""
     group, members_per_node, links = _dp_links(inputs, so_far)
-    grad_bytes = so_far["params_local"] * inputs.profile.get("gradient_reduce_bytes")
+    grad_bytes = so_far["params_local"] * gradient_reduce_bytes(inputs)
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
@@ -397,7 +406,7 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     t_ag = gathers * comm.collective_time(
         "all_gather", unit_params / gathers * activation_bytes_per_value(inputs.precision), group, members_per_node,
         **links)
-    t_rs = comm.collective_time("reduce_scatter", unit_params * profile.get("gradient_reduce_bytes"),
+    t_rs = comm.collective_time("reduce_scatter", unit_params * gradient_reduce_bytes(inputs),
                                 group, members_per_node, **links)
     prefetch = profile.get("zero3_prefetch_units") >= 1.0
     hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")

@@ -391,7 +391,8 @@ _TABLE = (
     Parameter("gradient_reduce_bytes", 4.0, 2.0, 4.0, "bytes/parameter",
               "bytes per gradient in the data-parallel reduction",
               "PyTorch AMP keeps fp32 parameters so DDP reduces fp32 gradients; Megatron-LM "
-              "accumulates and all-reduces gradients in fp32 by default (accumulate_allreduce_grads_in_fp32)"),
+              "accumulates and all-reduces gradients in fp32 for bf16 (accumulate_allreduce_grads_in_fp32, "
+              "forced on for bf16) and in fp16 for fp16 training (perfmodel.chain.gradient_reduce_bytes)"),
     # --- Cost: spot interruptions, restarts, checkpoints (perfmodel.cost)
     Parameter(
         name="spot_interruptions_per_hour_aws", default=0.20 / _HOURS_PER_MONTH, low=0.0, high=1.0,

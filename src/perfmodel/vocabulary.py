@@ -13,6 +13,7 @@ __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_B
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
+           "HALF_PRECISION_GRADIENT_REDUCE",
            "framework_from_text"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -120,6 +121,14 @@ DP_REDUCE_AFTER_BACKWARD = ("megatron",)
 # Megatron-LM's async_grad_allreduce.  Every other framework's tensor-parallel collectives (PyTorch
 # DTensor tensor parallelism; torchtitan's async TP is opt-in) are exposed whole.
 TP_DGRAD_OVERLAP = ("megatron", "nemo", "deepspeed")
+
+# Frameworks that reduce fp16-trained gradients in fp16 (2 bytes per parameter) rather than fp32:
+# Megatron-LM keeps its gradient buffer in the parameters' dtype unless
+# --accumulate-allreduce-grads-in-fp32 is given, which it forces on only for bf16
+# (NVIDIA/Megatron-LM megatron/training/arguments.py: "accumulate and all-reduce gradients in fp32
+# for bfloat16 data type").  Other stacks (PyTorch AMP's DDP and FSDP: fp32 parameters) reduce
+# fp32 gradients: the gradient_reduce_bytes parameter.
+HALF_PRECISION_GRADIENT_REDUCE = ("megatron",)
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
 # (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the
