@@ -364,3 +364,26 @@ def test_megatron_reduces_fp16_gradients_in_fp16_and_bf16_ones_in_fp32():
         expected = comm.collective_time("all_reduce", params * precision_bytes, 8, 8, **links)
         np.testing.assert_allclose(t_grad[key], expected, rtol=1e-9)
     assert np.all(t_grad["megatron", "fp16"] < t_grad["megatron", "bf16"])
+
+
+def test_with_sequence_parallelism_megatron_exposes_the_output_gradient_all_gather():
+    """With sequence parallelism a Megatron block's backward pass all-gathers the output gradient
+    (exposed), all-gathers its input again for the weight gradient and reduce-scatters the input
+    gradient (both under a GEMM): with no interference and long GEMMs, half an all-reduce per
+    block stays exposed, where a framework without the overlap exposes all of it."""
+    from perfmodel.chain import run_chain
+    from perfmodel.plans import check_plans, enumerate_plans, select
+    from perfmodel.scenario import Plan
+    from perfmodel.workloads.transformer import transformer
+
+    workload = transformer(name="gpt-8192", layers=24, hidden=8192, heads=64, seq_len=2048, vocab=51200)
+    cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
+    grid = enumerate_plans(Plan(tp=8, pp=1, micro_batch=4, global_batch=4, recompute="none", zero=0,
+                                sequence_parallel=True), workload, 8, 8)
+    plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
+    assert np.all(plans["sequence_parallel"] == 1)
+    settings = dict(precision="bf16", flash_attention=True, optimizer="adam",
+                    profile=CalibrationProfile(values={"overlap_interference": 0.0}))
+    out = {name: run_chain(workload, cluster, plans, framework=name, **settings) for name in ("megatron", "torchtitan")}
+    np.testing.assert_allclose(out["megatron"].outputs["tp_comm_s"] / out["torchtitan"].outputs["tp_comm_s"],
+                               (2.0 + 2.0 * 0.5) / (2.0 + 2.0), rtol=1e-9)

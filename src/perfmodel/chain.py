@@ -230,8 +230,12 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     gradient of a column-parallel GEMM (qkv, MLP up); frameworks of
     :data:`~perfmodel.vocabulary.TP_DGRAD_OVERLAP` run it under that GEMM's weight-gradient GEMM
     (:func:`exposed_communication` with the mean such GEMM, ``overlap_interference``), the others
-    expose it too.  A TP group wider than a node runs its collectives over the inter-node network
-    (legal, slow)."""
+    expose it too.  With sequence parallelism those frameworks' backward pass of a block is three
+    half all-reduces (a ring all-reduce is a reduce-scatter then an all-gather): the all-gather of
+    the output gradient (exposed), the all-gather of the layer's input again for its weight
+    gradient (under the input-gradient GEMM) and the reduce-scatter of the input gradient (under
+    the weight-gradient GEMM; Megatron-Core ``LinearWithGradAccumulationAndAsyncCommunication``).
+    A TP group wider than a node runs its collectives over the inter-node network (legal, slow)."""
     tp = inputs.degree("tp")
     if inputs.workload.family != "transformer":
         return {"t_tp": np.zeros_like(tp), "tp_comm_s": np.zeros_like(tp)}
@@ -240,8 +244,13 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     forward_collectives = 2.0 + 2.0 * so_far["recompute_share"]  # recomputed layers repeat their forward pair
     members_per_node = np.minimum(tp, inputs.cluster.gpus_per_node)
     t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, members_per_node, **so_far["links"])
-    t_backward = (exposed_communication(t_tp_layer, so_far["wgrad_window"], inputs.profile.get("overlap_interference"))
-                  if inputs.framework in TP_DGRAD_OVERLAP else t_tp_layer)
+    t_backward = t_tp_layer
+    if inputs.framework in TP_DGRAD_OVERLAP:
+        window, interference = so_far["wgrad_window"], inputs.profile.get("overlap_interference")
+        half = 0.5 * t_tp_layer
+        t_backward = np.where(inputs.plans["sequence_parallel"] > 0,
+                              half + 2.0 * exposed_communication(half, window, interference),
+                              exposed_communication(t_tp_layer, window, interference))
     t_tp = so_far["stage_layers"] * (forward_collectives * t_tp_layer + 2.0 * t_backward)
     return {"t_tp": t_tp, "tp_comm_s": so_far["micro_batches"] * t_tp}
 
