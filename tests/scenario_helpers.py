@@ -12,3 +12,17 @@ def make_scenario(model, gpu, num_gpus, global_batch=None, **plan):
     if global_batch is not None:
         plan["global_batch"] = global_batch
     return {"workload": {"model": model}, "hardware": hardware, "plan": plan}
+
+
+def tp8_gpt(framework=None, hidden=1024, tp=8, **plan):
+    """A 24-layer GPT of ``hidden`` (heads of 64) at sequence 2,048, micro-batch 1 of 16, full
+    recomputation, bf16, on 8 A100s of one node, with ``framework`` and further ``plan`` fields."""
+    plan = {"precision": "bf16", "tp": tp, "pp": 1, "micro_batch": 1, "global_batch": 16, "recompute": "full",
+            **plan}
+    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": hidden, "heads": hidden // 64,
+                             "vocab": 51200, "seq_len": 2048},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
+                "plan": plan}
+    if framework is not None:
+        scenario["framework"] = framework
+    return scenario

@@ -21,6 +21,7 @@ from perfmodel.scenario import Plan
 from perfmodel.vocabulary import FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, FRAMEWORKS
 from perfmodel.profile import default_profile
 from perfmodel.workloads.transformer import transformer
+from scenario_helpers import tp8_gpt
 
 CATALOG = load_catalog()
 A100 = CATALOG.gpu("A100-SXM4-80GB")
@@ -28,16 +29,7 @@ V100 = CATALOG.gpu("V100-SXM2-16GB")
 
 
 def gpt(framework=None, flash=None, hidden=1024, tp=8):
-    plan = {"precision": "bf16", "tp": tp, "pp": 1, "micro_batch": 1, "global_batch": 16, "recompute": "full"}
-    if flash is not None:
-        plan["flash_attention"] = flash
-    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": hidden, "heads": hidden // 64,
-                             "vocab": 51200, "seq_len": 2048},
-                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
-                "plan": plan}
-    if framework is not None:
-        scenario["framework"] = framework
-    return scenario
+    return tp8_gpt(framework, hidden, tp, **({} if flash is None else {"flash_attention": flash}))
 
 
 def test_framework_defaults_name_only_known_frameworks():

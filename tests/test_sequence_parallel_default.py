@@ -11,19 +11,12 @@ from perfmodel.calibration.predictors.train import scenario_of
 from perfmodel.plans import default_sequence_parallel, resolve_plan, sequence_parallel_assumed
 from perfmodel.scenario import Plan
 from perfmodel.vocabulary import FRAMEWORK_SEQUENCE_PARALLEL, FRAMEWORKS
+from scenario_helpers import tp8_gpt
 
 
 def gpt(framework=None, tp=8, sequence_parallel=None):
-    plan = {"precision": "bf16", "tp": tp, "pp": 1, "micro_batch": 1, "global_batch": 16, "recompute": "full"}
-    if sequence_parallel is not None:
-        plan["sequence_parallel"] = sequence_parallel
-    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 2048, "heads": 16,
-                             "vocab": 51200, "seq_len": 2048},
-                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
-                "plan": plan}
-    if framework is not None:
-        scenario["framework"] = framework
-    return scenario
+    stated = {} if sequence_parallel is None else {"sequence_parallel": sequence_parallel}
+    return tp8_gpt(framework, 2048, tp, **stated)
 
 
 def assumed_lines(result):
