@@ -283,7 +283,7 @@ def test_megatron_reduces_gradients_after_the_backward_pass_the_others_under_it(
                                   out["fsdp"].outputs["dp_comm_s"][zero == 3])
 
 
-def _tp_chains(hidden, profile, frameworks=("megatron", "torchtitan"), recompute="none"):
+def _tp_chains(hidden, profile, frameworks=("megatron", "torchtitan"), recompute="none", sequence_parallel=False):
     """One TP-8 plan of a 24-layer GPT of ``hidden`` on 8 A100s, run through the chain per framework."""
     from perfmodel.chain import run_chain
     from perfmodel.plans import check_plans, enumerate_plans, select
@@ -294,8 +294,9 @@ def _tp_chains(hidden, profile, frameworks=("megatron", "torchtitan"), recompute
                            vocab=51200)
     cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
     grid = enumerate_plans(Plan(tp=8, pp=1, micro_batch=4, global_batch=4, recompute=recompute, zero=0,
-                                sequence_parallel=False), workload, 8, 8)
+                                sequence_parallel=sequence_parallel), workload, 8, 8)
     plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
+    assert np.all(plans["sequence_parallel"] == int(sequence_parallel))
     settings = dict(precision="bf16", flash_attention=True, optimizer="adam", profile=profile)
     return {name: run_chain(workload, cluster, plans, framework=name, **settings) for name in frameworks}
 
@@ -371,19 +372,6 @@ def test_with_sequence_parallelism_megatron_exposes_the_output_gradient_all_gath
     (exposed), all-gathers its input again for the weight gradient and reduce-scatters the input
     gradient (both under a GEMM): with no interference and long GEMMs, half an all-reduce per
     block stays exposed, where a framework without the overlap exposes all of it."""
-    from perfmodel.chain import run_chain
-    from perfmodel.plans import check_plans, enumerate_plans, select
-    from perfmodel.scenario import Plan
-    from perfmodel.workloads.transformer import transformer
-
-    workload = transformer(name="gpt-8192", layers=24, hidden=8192, heads=64, seq_len=2048, vocab=51200)
-    cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
-    grid = enumerate_plans(Plan(tp=8, pp=1, micro_batch=4, global_batch=4, recompute="none", zero=0,
-                                sequence_parallel=True), workload, 8, 8)
-    plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
-    assert np.all(plans["sequence_parallel"] == 1)
-    settings = dict(precision="bf16", flash_attention=True, optimizer="adam",
-                    profile=CalibrationProfile(values={"overlap_interference": 0.0}))
-    out = {name: run_chain(workload, cluster, plans, framework=name, **settings) for name in ("megatron", "torchtitan")}
+    out = _tp_chains(8192, CalibrationProfile(values={"overlap_interference": 0.0}), sequence_parallel=True)
     np.testing.assert_allclose(out["megatron"].outputs["tp_comm_s"] / out["torchtitan"].outputs["tp_comm_s"],
                                (2.0 + 2.0 * 0.5) / (2.0 + 2.0), rtol=1e-9)

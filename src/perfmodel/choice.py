@@ -35,8 +35,7 @@ from perfmodel.chain import evaluate
 from perfmodel.job import resolve
 from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
                              conventional_order, default_sequence_parallel, enumerate_plans, flash_attention_assumed,
-                             memory_headroom,
-                             reasons_from_mask, resolve_plan, select, settings, within_headroom)
+                             memory_headroom, reasons_from_mask, resolve_plan, select, settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
