@@ -198,6 +198,30 @@ def test_per_gpu_work_splits_over_tp_and_cp(b, tp, cp, name):
         assert np.all(np.isfinite(values)) and np.all(values >= 0)
 
 
+@settings(max_examples=30, deadline=None)
+@given(b=st.integers(1, 16), tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2]),
+       name=st.sampled_from(["gpt3-6.7b", "llama3-8b", "bert-large", "transformer-big"]))
+def test_sequence_parallelism_splits_the_replicated_ops_over_tp(b, tp, cp, name):
+    """Korthikanti et al. 2022, Sec. 4.2.2: with sequence parallelism each tensor-parallel rank runs
+    a layer's norms and residual adds (which tensor parallelism replicates) and the final norm on
+    1/tp of the tokens; every other op, and every parameter count, is unchanged."""
+    workload = get_workload(name)
+    whole = workload.ops(b, tp=tp, cp=cp)
+    split = workload.ops(b, tp=tp, cp=cp, sequence_parallel=True)
+    replicated = np.array([(place == "layer" and (kind == "norm" or op.endswith("residual"))) or op == "final_norm"
+                           for kind, op, place in zip(whole.kind, whole.name, whole.placement)])
+    assert replicated.sum() >= 3
+    for column in ("flops", "bytes", "saved_bytes"):
+        np.testing.assert_allclose(getattr(split, column)[replicated], getattr(whole, column)[replicated] / tp)
+        np.testing.assert_array_equal(getattr(split, column)[~replicated], getattr(whole, column)[~replicated])
+    np.testing.assert_array_equal(split.params, whole.params)
+
+
+def test_sequence_parallelism_is_for_transformers_only():
+    with pytest.raises(ValueError, match="sequence_parallel applies to transformers only, not to resnet50"):
+        get_workload("resnet50").ops(32, sequence_parallel=True)
+
+
 # --- zoo, overrides, registration ---------------------------------------------------------------
 
 

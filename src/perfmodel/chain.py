@@ -73,12 +73,24 @@ _COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "p
                   "layer_weight_cast", "pre_weight_cast", "post_weight_cast", "wgrad_window")
 
 
-def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp,
+def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp, sequence_parallel,
                     cuda_graphs=False, framework=None) -> dict[str, np.ndarray]:
-    """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp); the
-    host dispatches at ``framework``'s ``host_dispatch_time``."""
+    """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp) and
+    sequence-parallel setting (a transformer's norms and residual adds split over the
+    tensor-parallel ranks or not); the host dispatches at ``framework``'s ``host_dispatch_time``."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
-    table = workload.ops(unique_mb, unique_tp, unique_cp, precision=precision, flash_attention=flash)
+    split = (np.asarray(sequence_parallel).ravel() > 0) & (workload.family == "transformer")
+    terms = {on: _shape_compute(workload.ops(unique_mb, unique_tp, unique_cp, precision=precision,
+                                             flash_attention=flash, sequence_parallel=on),
+                                workload, gpu, precision, profile, cuda_graphs, framework)
+             for on in map(bool, np.unique(split))}
+    either = next(iter(terms.values()))
+    return {name: np.where(split, terms.get(True, either)[name][inverse], terms.get(False, either)[name][inverse])
+            for name in either}
+
+
+def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framework) -> dict[str, np.ndarray]:
+    """:func:`_unique_compute`'s terms for each plan shape of the op ``table``."""
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
@@ -130,7 +142,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
         "expert_params": (table.total("params", placement="layer", expert=True) if _is_moe(workload)
                           else np.zeros_like(table.total("params", placement="layer"))),
     }
-    return {name: value[inverse] for name, value in terms.items()}
+    return terms
 
 
 @dataclass(frozen=True)
@@ -181,8 +193,8 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     ``framework_compute_efficiency`` (its kernels' speed relative to the kernel model)."""
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
-                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], inputs.cuda_graphs,
-                        inputs.framework)
+                        inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], plans["sequence_parallel"],
+                        inputs.cuda_graphs, inputs.framework)
     speed = inputs.profile.get("framework_compute_efficiency", inputs.framework)
     c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
@@ -229,7 +241,7 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     full recomputation repeats.  The forward ones are exposed.  A backward one is the input
     gradient of a column-parallel GEMM (qkv, MLP up); frameworks of
     :data:`~perfmodel.vocabulary.TP_DGRAD_OVERLAP` run it under that GEMM's weight-gradient GEMM
-    (:func:`exposed_communication` with the mean such GEMM, ``overlap_interference``), the others
+    (:func:`exposed_communication` with the mean such GEMM, ``tp_overlap_interference``), the others
     expose it too.  With sequence parallelism those frameworks' backward pass of a block is three
     half all-reduces (a ring all-reduce is a reduce-scatter then an all-gather): the all-gather of
     the output gradient (exposed), the all-gather of the layer's input again for its weight
@@ -246,7 +258,7 @@ def _tp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     t_tp_layer = comm.collective_time("all_reduce", tp_message, tp, members_per_node, **so_far["links"])
     t_backward = t_tp_layer
     if inputs.framework in TP_DGRAD_OVERLAP:
-        window, interference = so_far["wgrad_window"], inputs.profile.get("overlap_interference")
+        window, interference = so_far["wgrad_window"], inputs.profile.get("tp_overlap_interference")
         half = 0.5 * t_tp_layer
         t_backward = np.where(inputs.plans["sequence_parallel"] > 0,
                               half + 2.0 * exposed_communication(half, window, interference),

@@ -364,6 +364,14 @@ _TABLE = (
               "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
               "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
               "not free; fitted by calibrate()"),
+    Parameter("tp_overlap_interference", 0.2, 0.0, 1.0, "fraction",
+              "slow-down of a weight-gradient GEMM per second of tensor-parallel collective hidden "
+              "under it (Megatron's asynchronous input-gradient all-reduce / reduce-scatter)",
+              "prior (assumption, shown as one): the NCCL kernel takes SMs from a GEMM of a few "
+              "waves, which then runs an extra partial wave - a 132-block H100 GEMM beside a 24-block "
+              "ncclAllGather nearly doubled (NVIDIA developer forum, 'Compute-Communication Overlap "
+              "Causes Severe GEMM Performance Degradation because of Tail Effect', 2025); unlike "
+              "overlap_interference it concerns one short GEMM, not a whole pass; fitted by calibrate()"),
     Parameter("zero3_overlap", 0.8, 0.05, 1.0, "fraction of dp_overlap",
               "share of dp_overlap a ZeRO-3/FSDP unit's parameter all-gather and gradient "
               "reduce-scatter keep: they hide under the compute of one unit (layer) at a time, "
