@@ -37,7 +37,7 @@ def test_no_module_outside_the_table_declares_a_parameter():
     ({"gemm_tensor_core_eficiency": 0.8}, "unknown parameter 'gemm_tensor_core_eficiency'; known: .*gemm_tensor_core_efficiency"),
     ({"gemm_tensor_core_efficiency[Hoper]": 0.8}, "unknown architecture 'Hoper'; known: .*Hopper"),
     ({"link_bandwidth_efficiency[nvlink9]": 0.8}, "unknown link_kind 'nvlink9'; known: nvlink"),
-    ({"step_overhead[Hopper]": 0.1}, r"not grouped, so \[Hopper\] is not allowed"),
+    ({"dp_overlap[Hopper]": 0.1}, r"not grouped, so \[Hopper\] is not allowed"),
     ({"gemm_tensor_core_efficiency": 7.0}, r"outside the allowed \[0.3, 1.0\]"),
 ])
 def test_unknown_names_and_groups_are_errors_listing_what_exists(values, message):

@@ -474,8 +474,8 @@ def _optimizer(inputs: ChainInputs, so_far: dict) -> dict:
 
 
 def _overhead(inputs: ChainInputs, so_far: dict) -> dict:
-    """A per-step framework overhead (``step_overhead``)."""
-    return {"overhead_s": inputs.profile.get("step_overhead") * np.ones_like(inputs.degree("tp"))}
+    """The per-step overhead of the framework's training loop (``step_overhead``)."""
+    return {"overhead_s": inputs.profile.get("step_overhead", inputs.framework) * np.ones_like(inputs.degree("tp"))}
 
 
 def _input(inputs: ChainInputs, so_far: dict) -> dict:

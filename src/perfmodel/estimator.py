@@ -21,7 +21,7 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.plans import memory_headroom, sequence_parallel_assumed
+from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 
@@ -113,6 +113,8 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         assumed.append(framework_assumption(framework))
     if workload.family == "transformer" and sequence_parallel_assumed(scenario.plan, framework, choice.plan["tp"]):
         assumed.append(sequence_parallel_assumption(framework, bool(choice.plan["sequence_parallel"])))
+    if zero_assumed(scenario.plan, framework, choice.plan["dp"]):
+        assumed.append(zero_assumption(framework, int(choice.plan["zero"])))
     if assumed:
         base["assumptions"]["assumed"] = assumed
     if not choice.valid:
@@ -147,6 +149,14 @@ def sequence_parallel_assumption(framework: str, on: bool) -> str:
     return (f"framework {framework!r}: sequence parallelism assumed {'on' if on else 'off'}, its default "
             f"(norms, dropouts and residual adds run whole on every tensor-parallel rank when off) -- set "
             f"plan.sequence_parallel to say which")
+
+
+def zero_assumption(framework: str, stage: int) -> str:
+    """The assumed-input line of the ZeRO stage taken as ``framework``'s default
+    (:func:`perfmodel.plans.zero_assumed`)."""
+    what = "no sharding: every data-parallel rank keeps the whole optimizer state" if stage == 0 else \
+        "parameters, gradients and optimizer state sharded over the data-parallel ranks"
+    return f"framework {framework!r}: ZeRO stage {stage} assumed, its default ({what}) -- set plan.zero to say which"
 
 
 def framework_assumption(framework: str | None) -> str:

@@ -394,8 +394,13 @@ _TABLE = (
               "config-json, ZeRO optimizations); PyTorch FSDP gathers one whole unit (a larger "
               "value); a framework setting, not fitted"),
     Parameter("step_overhead", 0.01, 0.0, 2.0, "s",
-              "per-step framework overhead (Python, kernel launches not modelled per op, logging)",
-              "prior: order of a few ms to tens of ms seen in PyTorch step traces; fitted by calibrate()"),
+              "per-step overhead of a framework's training loop (Python, kernel launches not modelled "
+              "per op, loss and metric syncs, logging)",
+              "prior: order of a few ms to tens of ms seen in PyTorch step traces; the loop is the "
+              "framework's code (a DeepLearningExamples script's per-step loss .item() and logging, "
+              "Megatron-LM's timers, a TensorFlow graph's session call), so it is fitted per framework "
+              "by calibrate(); an order of magnitude uncertain a priori",
+              per="framework", prior_log_sigma=1.0),
     Parameter("gradient_reduce_bytes", 4.0, 2.0, 4.0, "bytes/parameter",
               "bytes per gradient in the data-parallel reduction",
               "PyTorch AMP keeps fp32 parameters so DDP reduces fp32 gradients; Megatron-LM "

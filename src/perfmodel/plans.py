@@ -26,7 +26,7 @@ import numpy as np
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
 from perfmodel.vocabulary import (FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED,
-                                  FRAMEWORK_SEQUENCE_PARALLEL, OFFLOAD_TARGETS)
+                                  FRAMEWORK_SEQUENCE_PARALLEL, FRAMEWORK_ZERO, OFFLOAD_TARGETS)
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
@@ -104,6 +104,20 @@ def sequence_parallel_assumed(plan: Plan, framework: str | None, tp: int) -> boo
     return plan.sequence_parallel is None and framework in FRAMEWORK_SEQUENCE_PARALLEL and tp > 1
 
 
+def default_zero(plan: Plan, framework: str | None = None) -> int | None:
+    """The ZeRO stage of a plan that does not say: ``framework``'s default where it has one
+    (:data:`perfmodel.vocabulary.FRAMEWORK_ZERO`), else None (chosen).  A plan that states it keeps it."""
+    if plan.zero is not None:
+        return plan.zero
+    return FRAMEWORK_ZERO.get(framework)
+
+
+def zero_assumed(plan: Plan, framework: str | None, dp: int) -> bool:
+    """True when a data-parallel plan's ZeRO stage is the framework's default rather than stated
+    (:func:`default_zero`)."""
+    return plan.zero is None and framework in FRAMEWORK_ZERO and dp > 1
+
+
 def settings(plan: Plan, gpu, framework: str | None = None) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
     flash attention (:func:`default_flash_attention` of the GPU and ``framework``), the optimizer
@@ -126,8 +140,8 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
     """Fill the plan fields a scenario leaves out with estimate's documented defaults.
 
     Defaults: no tensor/pipeline/context parallelism, all remaining GPUs data-parallel, micro-batch
-    1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, no ZeRO,
-    sequence parallelism whenever tp > 1 (Korthikanti et al. 2022) unless ``framework`` defaults to
+    1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, ``framework``'s
+    ZeRO stage (:func:`default_zero`; none where it has no default), sequence parallelism whenever tp > 1 (Korthikanti et al. 2022) unless ``framework`` defaults to
     it off (:func:`default_sequence_parallel`), flash attention as
     :func:`default_flash_attention` of the GPU and ``framework``, Adam, and
     :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
@@ -146,7 +160,7 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
         "micro_batch": micro_batch, "global_batch": global_batch,
         "recompute": plan.recompute or "none",
         "recompute_every": plan.recompute_every or 1,
-        "zero": plan.zero or 0,
+        "zero": default_zero(plan, framework) or 0,
         "sequence_parallel": tp > 1 if sequence_parallel is None else sequence_parallel,
         "offload": plan.offload or "none",
     }

@@ -93,6 +93,22 @@ FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 # stated) runs it whenever tp > 1.  The estimate lists the Megatron-LM default as an assumption.
 FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False}
 
+# The ZeRO stage a framework runs when the plan does not say, for frameworks with a default of their
+# own (0: every data-parallel rank keeps the whole optimizer state; 3: parameters, gradients and
+# optimizer state sharded, PyTorch FSDP's FULL_SHARD):
+#   0  megatron: the distributed optimizer (ZeRO-1) is opt-in, --use-distributed-optimizer is a
+#      store_true flag (NVIDIA/Megatron-LM megatron/training/arguments.py), and the 2021-22 papers'
+#      runs predate it; the DeepLearningExamples recipes (PyTorch DDP / apex, Horovod for
+#      TensorFlow and MXNet, PaddlePaddle fleet data parallelism), TensorFlow and plain PyTorch
+#      (DistributedDataParallel) have no sharded optimizer
+#   3  fsdp: ShardingStrategy.FULL_SHARD is FullyShardedDataParallel's default (PyTorch FSDP docs);
+#      torchtitan: fully_shard over the whole data-parallel mesh (data_parallel_shard_degree -1,
+#      its default)
+# Any other framework (DeepSpeed, NeMo, Composer: their configs say; none stated) leaves the stage to
+# the plan choice.  The estimate lists the default as an assumption.
+FRAMEWORK_ZERO = {"megatron": 0, "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0, "dle-paddle": 0,
+                  "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
+
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
 # pre_sub_module_forward_function) fire during the recomputation inside the backward pass and its

@@ -1,0 +1,72 @@
+"""The ZeRO stage when a plan does not say: the framework's default where it has one (no sharding
+for Megatron-LM and the DeepLearningExamples stacks, FULL_SHARD for PyTorch FSDP and torchtitan),
+listed as an assumption; chosen with the rest of the plan otherwise."""
+
+import pytest
+
+from perfmodel import estimate
+from perfmodel.calibration.measurements import shipped_measurements
+from perfmodel.calibration.predictors.train import scenario_of
+from perfmodel.plans import default_zero, resolve_plan, zero_assumed
+from perfmodel.scenario import Plan
+from perfmodel.vocabulary import FRAMEWORK_ZERO, FRAMEWORKS
+from scenario_helpers import make_scenario
+
+
+def bert(framework=None, num_gpus=8, **plan):
+    scenario = make_scenario("bert-large", "A100-SXM4-80GB", num_gpus, micro_batch=32, **plan)
+    if framework is not None:
+        scenario["framework"] = framework
+    return scenario
+
+
+def assumed_lines(result):
+    return [line for line in result.assumptions.get("assumed", []) if "ZeRO" in line]
+
+
+def test_only_known_frameworks_have_a_default():
+    assert set(FRAMEWORK_ZERO) <= set(FRAMEWORKS)
+    assert set(FRAMEWORK_ZERO.values()) <= {0, 3}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS + (None,))
+def test_a_stated_stage_wins_and_an_open_one_takes_the_framework_default(framework):
+    for stage in (0, 1, 2, 3):
+        assert default_zero(Plan(zero=stage), framework) == stage
+        assert not zero_assumed(Plan(zero=stage), framework, dp=8)
+    assert default_zero(Plan(), framework) == FRAMEWORK_ZERO.get(framework)
+    assert zero_assumed(Plan(), framework, dp=8) is (framework in FRAMEWORK_ZERO)
+    assert not zero_assumed(Plan(), framework, dp=1)  # nothing to shard without data parallelism
+    assert resolve_plan(Plan(), 8, None, "transformer", framework)["zero"] == FRAMEWORK_ZERO.get(framework, 0)
+
+
+@pytest.mark.parametrize("framework", [name for name in FRAMEWORK_ZERO])
+def test_an_estimate_runs_the_framework_default_and_says_so(framework):
+    result = estimate(bert(framework))
+    assert result.plan["zero"] == FRAMEWORK_ZERO[framework]
+    (line,) = assumed_lines(result)
+    assert f"'{framework}'" in line and f"ZeRO stage {FRAMEWORK_ZERO[framework]} assumed" in line
+    assert "plan.zero" in line
+    stated = estimate(bert(framework, zero=1))
+    assert stated.plan["zero"] == 1 and not assumed_lines(stated)
+    assert not assumed_lines(estimate(bert(framework, num_gpus=1)))
+
+
+def test_without_a_default_the_stage_is_chosen_and_nothing_is_assumed():
+    result = estimate(bert("deepspeed"))
+    assert "zero" in result.assumptions["chosen_by_search"] and not assumed_lines(result)
+
+
+def test_data_parallel_adam_without_sharding_keeps_the_whole_optimizer_state():
+    """Mixed-precision Adam keeps 12 bytes per parameter of optimizer state (Rajbhandari et al.
+    2020, Sec. 3.1); ZeRO-1 splits it over the data-parallel ranks."""
+    whole = estimate(bert("dle-pytorch"))
+    sharded = estimate(bert("dle-pytorch", zero=1))
+    assert whole.memory["optimizer"] == pytest.approx(8 * sharded.memory["optimizer"])
+
+
+def test_shipped_megatron_rows_state_no_sharding():
+    rows = shipped_measurements()
+    rows = rows[rows["id"].str.startswith("narayanan2021") & (rows["framework"] == "megatron")]
+    assert len(rows) == 9
+    assert all(scenario_of(row).plan.zero == 0 for _, row in rows.iterrows())
