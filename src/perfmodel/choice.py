@@ -34,8 +34,9 @@ from perfmodel.calibration.intervals import ATTENTION_COLUMN, time_bounds
 from perfmodel.chain import evaluate
 from perfmodel.job import resolve
 from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
-                             conventional_order, default_sequence_parallel, default_zero, enumerate_plans, flash_attention_assumed,
-                             memory_headroom, reasons_from_mask, resolve_plan, select, settings, within_headroom)
+                             conventional_order, default_sequence_parallel, default_zero, enumerate_plans,
+                             flash_attention_assumed, memory_headroom, reasons_from_mask, resolve_plan, select,
+                             settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 

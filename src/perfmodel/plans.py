@@ -141,8 +141,9 @@ def resolve_plan(plan: Plan, num_gpus: int, gpu, family: str, framework: str | N
 
     Defaults: no tensor/pipeline/context parallelism, all remaining GPUs data-parallel, micro-batch
     1 for transformers and 32 for CNNs, one micro-batch per step, no recomputation, ``framework``'s
-    ZeRO stage (:func:`default_zero`; none where it has no default), sequence parallelism whenever tp > 1 (Korthikanti et al. 2022) unless ``framework`` defaults to
-    it off (:func:`default_sequence_parallel`), flash attention as
+    ZeRO stage (:func:`default_zero`; none where it has no default), sequence parallelism whenever
+    tp > 1 (Korthikanti et al. 2022) unless ``framework`` defaults to it off
+    (:func:`default_sequence_parallel`), flash attention as
     :func:`default_flash_attention` of the GPU and ``framework``, Adam, and
     :func:`default_precision` (:func:`settings`).  :func:`enumerate_plans` gives
     the candidates a choice ranges over; this is the plan that explains why when none is valid.

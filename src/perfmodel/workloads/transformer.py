@@ -24,12 +24,12 @@ heads of size ``d = h/a``, MLP width ``f`` and tensor-parallel degree ``t``:
   keeps ``s b h (34 + 5 a s / h)`` bytes, and ``s b h (10 + 24/t + 5 a s / (h t))`` with tensor
   parallelism (norm inputs, the inputs of qkv and MLP-up, and the dropout masks are replicated
   on every tensor-parallel rank; sequence parallelism, which divides them by ``t``, is the memory
-  model's business).
+  model's business).  Flash attention keeps Q, K, V and the fp32 log-sum-exp instead of the
+  ``5 a s^2 b`` score-matrix tensors.
 * Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) splits the tokens of the ops that
   tensor parallelism replicates -- the norms, the residual adds with their dropouts and the final
   norm -- so each rank runs them on ``T/t`` tokens; its Table 4 (22B, TP 8) measures the saving:
-  0.5 ms of a layer's 7.7 ms forward pass.  Flash attention keeps Q, K, V and the fp32 log-sum-exp instead of the
-  ``5 a s^2 b`` score-matrix tensors.
+  0.5 ms of a layer's 7.7 ms forward pass.
 
 Architecture conventions: ``gpt`` (Megatron GPT: learned positions, LayerNorm, biases, dropout,
 causal, tied output), ``llama`` (RoPE, RMSNorm, no biases, no dropout, untied output), ``bert``
