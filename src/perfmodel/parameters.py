@@ -466,8 +466,8 @@ _TABLE = (
                "GB200 0.72 of their fp8 peaks); fitted per architecture by calibrate on the fp8 kernel.csv rows",
         per="architecture"),
     # --- Software stack: traits of the training framework (vocabulary.FRAMEWORKS); an absent or
-    # unfitted framework gets the pooled (median) value.  A per-framework multiple of
-    # step_overhead was tried and dropped: calibrate left it undetermined for every framework.
+    # unfitted framework gets the pooled (median) value.  step_overhead above is one too (session 15;
+    # a per-framework multiple of a global step_overhead, tried before, was undetermined everywhere).
     Parameter(
         name="framework_compute_efficiency", default=1.0, low=0.4, high=2.5, unit="x the kernel model's rate",
         description="speed of a framework's forward and backward kernels relative to the per-op kernel model "
