@@ -48,7 +48,7 @@ def test_a_host_bound_step_sheds_the_dispatch_floor():
     profile = CalibrationProfile().with_values(host_dispatch_time=2e-5)
     eager, graphs = _run(profile, False), _run(profile, True)
     assert eager["launch_bound_share"][0] > 0.5
-    table = SMALL.ops(1, 8, 1, precision="bf16", flash_attention=True)
+    table = SMALL.ops(1, 8, 1, precision="bf16", flash_attention=True, sequence_parallel=True)  # on at tp > 1
     kernels_fwd, _ = compute.op_times(table, CLUSTER.gpu, "bf16", profile,
                                       sustained=profile.get("sustained_clock_fraction", "Ampere"), cuda_graphs=True)
     micro_batches = graphs["num_micro_batches"][0]
