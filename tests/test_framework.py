@@ -286,15 +286,21 @@ def test_megatron_reduces_gradients_after_the_backward_pass_the_others_under_it(
                                   out["fsdp"].outputs["dp_comm_s"][zero == 3])
 
 
+def _tp_gpt(hidden):
+    """The 24-layer GPT of ``hidden`` (heads of 128) at sequence 2,048 that the TP-8 tests run."""
+    from perfmodel.workloads.transformer import transformer
+
+    return transformer(name=f"gpt-{hidden}", layers=24, hidden=hidden, heads=hidden // 128, seq_len=2048,
+                       vocab=51200)
+
+
 def _tp_chains(hidden, profile, frameworks=("megatron", "torchtitan"), recompute="none", sequence_parallel=False):
     """One TP-8 plan of a 24-layer GPT of ``hidden`` on 8 A100s, run through the chain per framework."""
     from perfmodel.chain import run_chain
     from perfmodel.plans import check_plans, enumerate_plans, select
     from perfmodel.scenario import Plan
-    from perfmodel.workloads.transformer import transformer
 
-    workload = transformer(name=f"gpt-{hidden}", layers=24, hidden=hidden, heads=hidden // 128, seq_len=2048,
-                           vocab=51200)
+    workload = _tp_gpt(hidden)
     cluster = load_catalog(include_env=False).cluster(gpu="A100-SXM4-80GB", num_gpus=8, gpus_per_node=8)
     grid = enumerate_plans(Plan(tp=8, pp=1, micro_batch=4, global_batch=4, recompute=recompute, zero=0,
                                 sequence_parallel=sequence_parallel), workload, 8, 8)
@@ -383,21 +389,17 @@ def test_with_sequence_parallelism_megatron_exposes_the_output_gradient_all_gath
                                (2.0 + 2.0 * 0.5) / (2.0 + 2.0), rtol=1e-9)
 
 
-
 @pytest.mark.parametrize("hidden", [1024, 8192])
 def test_sequence_parallelism_shortens_the_passes_by_the_replicated_ops(hidden):
     """Sequence parallelism runs the norms and residual adds on 1/tp of the tokens (Korthikanti et al.
     2022, Table 4: 0.5 ms of a 7.7 ms forward pass of a 22B layer at TP 8): both passes get shorter,
     by less than those ops took whole, whatever the framework."""
     from perfmodel.models import compute
-    from perfmodel.workloads.transformer import transformer
 
     profile = CalibrationProfile()
     whole = _tp_chains(hidden, profile)
     split = _tp_chains(hidden, profile, sequence_parallel=True)
-    workload = transformer(name=f"gpt-{hidden}", layers=24, hidden=hidden, heads=hidden // 128, seq_len=2048,
-                           vocab=51200)
-    table = workload.ops(4, tp=8, precision="bf16")
+    table = _tp_gpt(hidden).ops(4, tp=8, precision="bf16")
     gpu = load_catalog(include_env=False).gpu("A100-SXM4-80GB")
     forward = compute.op_times(table, gpu, "bf16", profile, sustained=profile.get("sustained_clock_fraction", "Ampere"),
                                host_floor=False)[0].ravel()
