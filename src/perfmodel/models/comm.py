@@ -186,12 +186,8 @@ def mesh_ring_share(members):
     group, e.g. data parallelism across tensor-parallel pairs, has fewer links than this): 2 GPUs
     share one link (1/6), 4 GPUs (one face with its diagonals) 4 links, 8 GPUs all 6.  Broadcasts."""
     n = np.clip(np.asarray(members, dtype=int), 1, len(DGX1_NVLINKS))
-    return np.take(_MESH_RING_LINKS, n) / _MESH_RING_LINKS[-1]
-
-
-# links the worst-connected of GPUs 0..k-1 has to the others, k = 0..8 (k <= 1: no ring, the whole GPU)
-_MESH_RING_LINKS = np.array([DGX1_NVLINKS[:k, :k].sum(axis=1).min() if k > 1 else DGX1_NVLINKS.sum(axis=1).max()
-                             for k in range(len(DGX1_NVLINKS) + 1)], dtype=float)
+    links = [DGX1_NVLINKS[:k, :k].sum(axis=1).min() if k > 1 else 6 for k in range(len(DGX1_NVLINKS) + 1)]
+    return np.take(np.array(links, dtype=float), n) / DGX1_NVLINKS.sum(axis=1).max()
 
 
 def algorithm_times(collective, message_bytes, group_size, members_per_node, *, intra_bandwidth,
