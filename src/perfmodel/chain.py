@@ -379,24 +379,13 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     grad_bytes = so_far["params_local"] * gradient_reduce_bytes(inputs)
     t_allreduce = comm.collective_time("all_reduce", grad_bytes, group, members_per_node, **links)
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
-    zero = inputs.plans["zero"]
+    zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
     per_backward = exposed_communication(t_grad, dp_overlap(inputs) * so_far["t_bwd"],
-                                         dp_interference(inputs, group, members_per_node))
+                                         profile.get("overlap_interference"))
     zero3 = zero3_exposed(inputs, so_far)
     return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
         [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
-
-
-def dp_interference(inputs: ChainInputs, group, members_per_node):
-    """``overlap_interference`` of the link kind the data-parallel group's collectives cross: the
-    NIC's when the group spans nodes (``group > members_per_node``), else the node's link.
-    Broadcasts over plans."""
-    profile, cluster = inputs.profile, inputs.cluster
-    inside = profile.get("overlap_interference", cluster.intra.kind)
-    if cluster.nic is None:
-        return inside
-    return np.where(group > members_per_node, profile.get("overlap_interference", cluster.nic.kind), inside)
 
 
 def dp_overlap(inputs: ChainInputs) -> float:
@@ -442,7 +431,7 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
                                 group, members_per_node, **links)
     prefetch = profile.get("zero3_prefetch_units") >= 1.0
     hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")
-    interference = dp_interference(inputs, group, members_per_node)
+    interference = profile.get("overlap_interference")
     t_f, t_b = so_far["t_fwd"] / units, (so_far["t_bwd"] + so_far["t_recompute"]) / units
     regather = inputs.framework in ZERO3_REGATHER_ON_RECOMPUTE
     t_ag_b = t_ag * (1.0 + regather * so_far["recompute_share"])
@@ -464,9 +453,9 @@ def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
     group, members_per_node, links = _dp_links(inputs, so_far)
     param_bytes = so_far["params_local"] * activation_bytes_per_value(inputs.precision)
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
-    zero = inputs.plans["zero"]
+    zero, profile = inputs.plans["zero"], inputs.profile
     once = exposed_communication(t_gather, dp_overlap(inputs) * so_far["t_fwd"],
-                                 dp_interference(inputs, group, members_per_node))
+                                 profile.get("overlap_interference"))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
         [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}
 
@@ -501,9 +490,8 @@ def _offload(inputs: ChainInputs, so_far: dict) -> dict:
     """PCIe traffic of offloading (:mod:`perfmodel.models.offload`; Ren et al. 2021, Sec. 4): the
     gradient shard goes to the host under ``dp_overlap`` of the last backward pass, the updated
     weights come back after the CPU step (exposed); offloaded weights are fetched for every
-    micro-batch's forward and backward, prefetched under ``dp_overlap`` of its compute, at the
-    ``overlap_interference`` of PCIe.  One x16 link per GPU at the rate of the GPU's PCIe
-    generation.  Assumptions (not modelled): the CPU
+    micro-batch's forward and backward, prefetched under ``dp_overlap`` of its compute.  One x16
+    link per GPU at the rate of the GPU's PCIe generation.  Assumptions (not modelled): the CPU
     optimizer step takes the GPU kernel's place in ``optimizer_s``, the transfers reach the link
     rate, and they do not contend with the gradient collectives for the same overlap window."""
     codes = inputs.plans["offload"]
@@ -518,7 +506,7 @@ def _offload(inputs: ChainInputs, so_far: dict) -> dict:
         gradient_bytes_per_param=gradient_b, optimizer_bytes_per_param=optimizer_b)
     bandwidth = offload.pcie_bandwidth_per_direction(inputs.cluster.gpu.pcie_generation)
     profile = inputs.profile
-    hide, interference = profile.get("dp_overlap"), profile.get("overlap_interference", "pcie")
+    hide, interference = profile.get("dp_overlap"), profile.get("overlap_interference")
     fetch = exposed_communication(per_microbatch / bandwidth, hide * (so_far["t_fwd"] + so_far["t_bwd"]), interference)
     step = (exposed_communication(down / bandwidth, hide * so_far["t_bwd"], interference)
             + (up + back) / bandwidth + so_far["micro_batches"] * fetch)

@@ -360,15 +360,10 @@ _TABLE = (
               "2020, PyTorch Distributed, Sec. 3.2.3); the first bucket is ready only after part of "
               "the backward has run; fitted by calibrate()"),
     Parameter("overlap_interference", 0.2, 0.0, 1.0, "fraction",
-              "slow-down of compute per second of communication hidden under it, per kind of link "
-              "the collective crosses (the network's when the group spans nodes, else the node's)",
+              "slow-down of compute per second of communication hidden under it",
               "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
               "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
-              "not free; per link kind because what NCCL takes from compute differs: inside a node its "
-              "kernels move every byte through NVLink/NVSwitch with SM loads and stores at hundreds of "
-              "GB/s, across nodes they stage data for the NIC's RDMA at its tens of GB/s (NCCL user "
-              "guide, 'GPUDirect RDMA'); the same prior for every kind (assumption); fitted by calibrate()",
-              per="link_kind"),
+              "not free; fitted by calibrate()"),
     Parameter("tp_overlap_interference", 0.2, 0.0, 1.0, "fraction",
               "slow-down of a weight-gradient GEMM per second of tensor-parallel collective hidden "
               "under it (Megatron's asynchronous input-gradient all-reduce / reduce-scatter)",
