@@ -288,7 +288,8 @@ _TABLE = (
                 "nvls/ring rows 4-128 MiB (e.g. NVLS 16 MiB 126 us, 128 MiB 587 us)")),
     Parameter(
         name="nvlink_mesh_ring_fraction", default=1.0, low=0.25, high=1.0, unit="fraction",
-        description="share of a GPU's NVLink bandwidth NCCL's rings use on a hybrid cube-mesh (DGX-1)",
+        description="share of the NVLinks among a group's GPUs that NCCL's rings use on a hybrid cube-mesh "
+                    "(DGX-1; perfmodel.models.comm.mesh_ring_share counts the links)",
         source=("NVIDIA DGX-1 V100 system description: the hybrid cube-mesh is 'three interwoven rings of "
                 "single NVLink connections', so 8-GPU rings can use all six links; not measured in the dev "
                 "set: lower it by calibration on measured DGX-1 runs")),

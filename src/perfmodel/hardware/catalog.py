@@ -168,6 +168,7 @@ class Catalog:
         per_node = gpus_per_node or (8 if sxm else reference.gpus_per_node if rack and reference else 1)
         total = num_gpus if num_gpus is not None else per_node * (nodes or 1)
         _check_total(total)
+        board = per_node  # GPUs of the node the job runs on, before a smaller job is cut out of it
         if total < per_node:
             per_node = total
         if total % per_node:
@@ -182,8 +183,10 @@ class Catalog:
             raise CatalogError(f"hardware.intra: {spec.name} has no known NVLink or PCIe generation in the "
                                "catalog; give intra (e.g. pcie4)")
         fabric = {"nvlink": "nvswitch", "nvswitch": "nvswitch"}.get(intra_link.kind, "pcie")
-        if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and per_node == 8:
-            fabric = "nvlink_mesh"  # DGX-1 / p3.16xlarge hybrid cube-mesh
+        if intra_link.kind == "nvlink" and spec.nvlink_generation == 2 and "SXM2" in form and board == 8:
+            # an 8-GPU V100 SXM2 board (DGX-1, HGX-1, p3.16xlarge) is a hybrid cube-mesh, also for a
+            # job on some of its GPUs; V100 SXM3 boards (DGX-2) are on NVSwitch
+            fabric = "nvlink_mesh"
         nics, nic, assumed = 0, None, []
         if inter:
             nics, nic = self.inter_link(inter)

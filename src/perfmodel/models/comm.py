@@ -160,12 +160,46 @@ def _whole(name: str, value):
     return array
 
 
+DGX1_NVLINKS = np.array([
+    [0, 1, 1, 2, 2, 0, 0, 0],
+    [1, 0, 2, 1, 0, 2, 0, 0],
+    [1, 2, 0, 2, 0, 0, 1, 0],
+    [2, 1, 2, 0, 0, 0, 0, 1],
+    [2, 0, 0, 0, 0, 1, 1, 2],
+    [0, 2, 0, 0, 1, 0, 2, 1],
+    [0, 0, 1, 0, 1, 2, 0, 2],
+    [0, 0, 0, 1, 2, 1, 2, 0]])
+"""NVLinks between GPU i and GPU j of a DGX-1 with V100 (the hybrid cube-mesh: a cube whose twelve
+edges are NVLinks, some doubled, and two faces with their diagonals; six links per GPU).  Rows 0
+and 1 as NCCL's topology dump of a DGX-1 V100 lists them (NVIDIA/nccl#671: GPU 0 has one link each
+to GPUs 1 and 2 and two each to GPUs 3 and 4; GPU 1 two each to GPUs 2 and 5 and one to GPU 3),
+GPU 0's doubled links to 3 and 4 also in Li et al. 2020 (IEEE TPDS 31(1), "Evaluating Modern GPU
+Interconnect", DGX-1 peer-to-peer bandwidth); the other rows follow the cube's symmetry (NVIDIA
+DGX-1 V100 white paper WP-08437-002: "three interwoven rings of single NVLink connections")."""
+
+
+def mesh_ring_share(members):
+    """Share of a V100's six NVLinks that NCCL's rings over ``members`` GPUs of a hybrid cube-mesh
+    can drive per direction: a ring leaves every member once, so the rings together use at most
+    the links the worst-connected member has to the other members (:data:`DGX1_NVLINKS`), over 6.
+    A group of ``n`` is taken as GPUs 0..n-1 (frameworks number ranks in device order; a strided
+    group, e.g. data parallelism across tensor-parallel pairs, has fewer links than this): 2 GPUs
+    share one link (1/6), 4 GPUs (one face with its diagonals) 4 links, 8 GPUs all 6.  Broadcasts."""
+    n = np.clip(np.asarray(members, dtype=int), 1, len(DGX1_NVLINKS))
+    return np.take(_MESH_RING_LINKS, n) / _MESH_RING_LINKS[-1]
+
+
+# links the worst-connected of GPUs 0..k-1 has to the others, k = 0..8 (k <= 1: no ring, the whole GPU)
+_MESH_RING_LINKS = np.array([DGX1_NVLINKS[:k, :k].sum(axis=1).min() if k > 1 else DGX1_NVLINKS.sum(axis=1).max()
+                             for k in range(len(DGX1_NVLINKS) + 1)], dtype=float)
+
+
 def algorithm_times(collective, message_bytes, group_size, members_per_node, *, intra_bandwidth,
                     intra_latency, inter_bandwidth, inter_latency, nvls=False, intra_efficiency=1.0,
                     inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
                     nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
                     inter_hardware="net", collnet=False, nvls_tree_efficiency=1.0,
-                    collnet_efficiency=1.0) -> dict:
+                    collnet_efficiency=1.0, nvlink_mesh=False) -> dict:
     """Seconds per algorithm (``ring``, ``tree``, ``hierarchical``, ``nvls``, ``nvlstree``,
     ``collnet``) for one collective: the fastest of ``protocols`` for each (:func:`protocol_times`).
 
@@ -185,7 +219,7 @@ def algorithm_times(collective, message_bytes, group_size, members_per_node, *, 
         tree_efficiency=tree_efficiency, nvls_efficiency=nvls_efficiency, nvls_latency=nvls_latency,
         pipeline_fill=pipeline_fill, protocols=protocols, intra_hardware=intra_hardware,
         inter_hardware=inter_hardware, collnet=collnet, nvls_tree_efficiency=nvls_tree_efficiency,
-        collnet_efficiency=collnet_efficiency)
+        collnet_efficiency=collnet_efficiency, nvlink_mesh=nvlink_mesh)
     return {name: np.minimum.reduce(list(times.values())) for name, times in per_protocol.items()}
 
 
@@ -194,7 +228,7 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
                    inter_efficiency=1.0, base_latency=0.0, tree_efficiency=1.0, nvls_efficiency=1.0,
                    nvls_latency=0.0, pipeline_fill=0.0, protocols=PROTOCOLS, intra_hardware="nvlink",
                    inter_hardware="net", collnet=False, nvls_tree_efficiency=1.0,
-                   collnet_efficiency=1.0) -> dict:
+                   collnet_efficiency=1.0, nvlink_mesh=False) -> dict:
     """Seconds per algorithm and protocol: ``{algorithm: {protocol: time}}``.
 
     Arguments as :func:`algorithm_times`.  ``protocols``: the enabled subset of :data:`PROTOCOLS`;
@@ -203,7 +237,9 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
     latencies and ``base_latency`` Simple's base latency; each protocol scales them and the
     bandwidths by tuning.cc's ratios (module docstring).  Protocols apply to ring, tree and
     broadcast; hierarchical, nvls, nvlstree and collnet run only when Simple is enabled, all-to-all and send/recv
-    always as Simple point-to-point sends (they list only it).
+    always as Simple point-to-point sends (they list only it).  ``nvlink_mesh``: the node is a
+    DGX-1-class hybrid cube-mesh, so a group's members reach only :func:`mesh_ring_share` of
+    ``intra_bandwidth``.
     """
     _check_collective(collective)
     protocols = tuple(protocols)
@@ -219,6 +255,8 @@ def protocol_times(collective, message_bytes, group_size, members_per_node, *, i
     nodes = np.ceil(p / g)
     multi = nodes > 1
     intra_raw = checks.positive("intra_bandwidth", intra_bandwidth)
+    if nvlink_mesh:
+        intra_raw = intra_raw * mesh_ring_share(g)
     intra = intra_raw * _fraction("intra_efficiency", intra_efficiency)
     inter_raw = checks.nonnegative("inter_bandwidth", inter_bandwidth)
     if np.any(multi & (inter_raw <= 0)):
@@ -356,12 +394,14 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
     tree_efficiency, nvls_efficiency, nvls_latency, pipeline_fill, nvls (NVSwitch fabric on
     Hopper/Blackwell), collnet (an InfiniBand network: SHARP-capable switches assumed when CollNet
     is asked for), nvls_tree_efficiency, collnet_efficiency, protocols (LL128 only on NVLink/NVSwitch nodes, as NCCL enables it by
-    default), intra_hardware and inter_hardware (tuning.cc's hwLat class of each link).
-    On an NVLink mesh (DGX-1) the ring's share of the NVLinks is ``nvlink_mesh_ring_fraction``.
+    default), intra_hardware and inter_hardware (tuning.cc's hwLat class of each link), nvlink_mesh.
+    On an NVLink mesh (DGX-1, ``nvlink_mesh``) a group reaches :func:`mesh_ring_share` of the
+    GPU's NVLinks, times ``nvlink_mesh_ring_fraction``.
     """
     profile = profile or default_profile()
     intra = cluster.intra.bandwidth_per_direction
-    if cluster.fabric == "nvlink_mesh":
+    mesh = cluster.fabric == "nvlink_mesh"
+    if mesh:
         intra *= profile.get("nvlink_mesh_ring_fraction")
     nic = cluster.nic
     architecture = cluster.gpu.architecture
@@ -384,6 +424,7 @@ def link_numbers(cluster, profile: CalibrationProfile | None = None) -> dict:
         "protocols": PROTOCOLS if HARDWARE_CLASS.get(cluster.intra.kind) == "nvlink" else ("LL", "Simple"),
         "intra_hardware": HARDWARE_CLASS.get(cluster.intra.kind, "net"),
         "inter_hardware": "net",
+        "nvlink_mesh": mesh,
     }
 
 
