@@ -381,8 +381,10 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
+    grad_memory = np.where(zero == 0, memory_penalty(inputs, "all_reduce", grad_bytes, group),
+                           memory_penalty(inputs, "reduce_scatter", grad_bytes, group))
     per_backward = exposed_communication(t_grad, dp_overlap(inputs) * so_far["t_bwd"],
-                                         profile.get("overlap_interference"))
+                                         profile.get("overlap_interference"), grad_memory)
     zero3 = zero3_exposed(inputs, so_far)
     return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
         [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
@@ -424,20 +426,23 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     units = np.maximum(so_far["stage_layers"], 1.0)
     unit_params = so_far["params_local"] / units
     gathers = np.ceil(unit_params / profile.get("zero3_gather_bucket_params"))
-    t_ag = gathers * comm.collective_time(
-        "all_gather", unit_params / gathers * activation_bytes_per_value(inputs.precision), group, members_per_node,
-        **links)
-    t_rs = comm.collective_time("reduce_scatter", unit_params * gradient_reduce_bytes(inputs),
-                                group, members_per_node, **links)
+    gather_bytes = unit_params * activation_bytes_per_value(inputs.precision)
+    t_ag = gathers * comm.collective_time("all_gather", gather_bytes / gathers, group, members_per_node, **links)
+    scatter_bytes = unit_params * gradient_reduce_bytes(inputs)
+    t_rs = comm.collective_time("reduce_scatter", scatter_bytes, group, members_per_node, **links)
+    m_ag = memory_penalty(inputs, "all_gather", gather_bytes, group)
+    m_rs = memory_penalty(inputs, "reduce_scatter", scatter_bytes, group)
     prefetch = profile.get("zero3_prefetch_units") >= 1.0
     hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")
     interference = profile.get("overlap_interference")
     t_f, t_b = so_far["t_fwd"] / units, (so_far["t_bwd"] + so_far["t_recompute"]) / units
     regather = inputs.framework in ZERO3_REGATHER_ON_RECOMPUTE
-    t_ag_b = t_ag * (1.0 + regather * so_far["recompute_share"])
-    forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference)
-    backward_gather = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b, hide * t_b, interference)
-    backward = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b + t_rs, hide * t_b, interference) + t_rs
+    regathered = 1.0 + regather * so_far["recompute_share"]
+    t_ag_b, m_ag_b = t_ag * regathered, m_ag * regathered
+    forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference, m_ag)
+    backward_gather = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b, hide * t_b, interference, m_ag_b)
+    backward = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b + t_rs, hide * t_b, interference,
+                                                              m_ag_b + m_rs) + t_rs
     slots = so_far["micro_batches"] + (inputs.degree("pp") - 1.0) / inputs.degree("vp")
     zero3 = inputs.plans["zero"] == 3
     return {"t_zero3_gather": t_ag, "t_zero3_scatter": t_rs,
@@ -455,7 +460,8 @@ def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
     t_gather = comm.collective_time("all_gather", param_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     once = exposed_communication(t_gather, dp_overlap(inputs) * so_far["t_fwd"],
-                                 profile.get("overlap_interference"))
+                                 profile.get("overlap_interference"),
+                                 memory_penalty(inputs, "all_gather", param_bytes, group))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
         [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}
 
@@ -507,8 +513,10 @@ def _offload(inputs: ChainInputs, so_far: dict) -> dict:
     bandwidth = offload.pcie_bandwidth_per_direction(inputs.cluster.gpu.pcie_generation)
     profile = inputs.profile
     hide, interference = profile.get("dp_overlap"), profile.get("overlap_interference")
-    fetch = exposed_communication(per_microbatch / bandwidth, hide * (so_far["t_fwd"] + so_far["t_bwd"]), interference)
-    step = (exposed_communication(down / bandwidth, hide * so_far["t_bwd"], interference)
+    fetch = exposed_communication(per_microbatch / bandwidth, hide * (so_far["t_fwd"] + so_far["t_bwd"]), interference,
+                                  memory_penalty(inputs, "send_recv", per_microbatch, 1.0))
+    step = (exposed_communication(down / bandwidth, hide * so_far["t_bwd"], interference,
+                                  memory_penalty(inputs, "send_recv", down, 1.0))
             + (up + back) / bandwidth + so_far["micro_batches"] * fetch)
     return {"offload_s": np.where(codes > 0, step, 0.0)}
 
@@ -657,12 +665,31 @@ def host_log_sensitivity(pass_slowdown, compute_share):
     return np.log1p(np.asarray(compute_share) * (np.asarray(pass_slowdown) - 1.0))
 
 
-def exposed_communication(comm_time, hideable_compute, interference):
+def exposed_communication(comm_time, hideable_compute, interference, memory_penalty=0.0):
     """Time a communication adds to the step when it runs under ``hideable_compute`` seconds of
-    compute: the part that does not fit under it, plus ``interference`` x the part that does
-    (communication kernels take SMs and memory bandwidth from the compute they overlap)."""
+    compute: the part that does not fit under it, plus what the part that does takes from the
+    compute it overlaps -- ``interference`` x its seconds (the collective's kernels hold SMs for as
+    long as it runs) and its share of ``memory_penalty``, the seconds of compute the whole
+    collective's memory traffic displaces (:func:`memory_penalty`; the bytes it copies and reduces
+    contend with the GEMMs for HBM) -- at most the hidden seconds themselves: overlapping can
+    serialize the two, not make them slower than one after the other.  Non-decreasing in
+    ``comm_time`` and in ``memory_penalty`` while ``memory_penalty <= comm_time`` (the bound of
+    ``overlap_interference_per_byte`` keeps it so)."""
     hidden = np.minimum(comm_time, hideable_compute)
-    return comm_time - hidden + interference * hidden
+    hidden_share = np.divide(hidden, comm_time, out=np.zeros_like(hidden, dtype=float), where=comm_time > 0)
+    return comm_time - hidden + np.minimum(hidden, interference * hidden + hidden_share * memory_penalty)
+
+
+def memory_penalty(inputs: ChainInputs, collective: str, message_bytes, group_size):
+    """Seconds of compute a hidden collective's memory traffic displaces on each GPU:
+    ``overlap_interference_per_byte`` x the bytes it moves through the GPU (``message_bytes`` x
+    nccl-tests' bus-bandwidth factor, :func:`perfmodel.models.comm.bus_bandwidth_factor`: about
+    2 x the buffer for an all-reduce, once for an all-gather or reduce-scatter, whatever link
+    carries them) over the GPU's memory bandwidth.  Charged per byte, not per second, so a
+    collective that crosses a slower network costs the compute under it no more than the same
+    bytes inside a node: what the GPU copies is the same."""
+    moved = np.multiply(message_bytes, comm.bus_bandwidth_factor(collective, np.maximum(group_size, 1.0)))
+    return inputs.profile.get("overlap_interference_per_byte") * moved / inputs.cluster.gpu.memory_bandwidth
 
 
 def _p2p_link(links: dict, inter, gpus_per_node: int) -> dict:

@@ -361,10 +361,24 @@ _TABLE = (
               "2020, PyTorch Distributed, Sec. 3.2.3); the first bucket is ready only after part of "
               "the backward has run; fitted by calibrate()"),
     Parameter("overlap_interference", 0.2, 0.0, 1.0, "fraction",
-              "slow-down of compute per second of communication hidden under it",
-              "prior: NCCL kernels run on SMs and share HBM bandwidth with the GEMMs they overlap "
-              "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / CTA usage), so hidden communication is "
+              "slow-down of compute per second of data-parallel, ZeRO or offload communication hidden "
+              "under it: the collective's kernels hold SMs for as long as it runs, also while they wait "
+              "on a link (perfmodel.chain.exposed_communication)",
+              "prior: NCCL kernels run on SMs (one CTA per channel) beside the GEMMs they overlap "
+              "(NVIDIA NCCL user guide, NCCL_MAX_NCHANNELS / NCCL_MIN_CTAS), so hidden communication is "
               "not free; fitted by calibrate()"),
+    Parameter("overlap_interference_per_byte", 2.0, 0.0, 4.0, "memory passes per byte",
+              "compute time a hidden data-parallel, ZeRO or offload collective displaces per byte it moves "
+              "through the GPU (nccl-tests bus bytes), in units of the GPU's memory time per byte: its "
+              "copies and reductions contend with the GEMMs under it for HBM "
+              "(perfmodel.chain.memory_penalty); per byte, so the same gradients cost the compute "
+              "under them the same whether the ring crosses NVLink or a slower network.  The upper "
+              "bound keeps the charge below the collective's own time on every catalog GPU (HBM / "
+              "link bandwidth >= 5.2, the A100-SXM4-40GB's), so hiding more never costs more",
+              "prior (ASSUMPTION, shown as one): each step of a ring reduces a received chunk with the "
+              "local one and forwards the result (Patarasuk and Yuan 2009, 'Bandwidth optimal "
+              "all-reduce algorithms for clusters of workstations', J. Parallel Distrib. Comput. 69(2)), "
+              "about two passes over this GPU's memory per byte moved; fitted by calibrate()"),
     Parameter("tp_overlap_interference", 0.2, 0.0, 1.0, "fraction",
               "slow-down of a weight-gradient GEMM per second of tensor-parallel collective hidden "
               "under it (Megatron's asynchronous input-gradient all-reduce / reduce-scatter)",

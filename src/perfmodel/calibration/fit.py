@@ -67,7 +67,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("train", ("train",),
      ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
-      "tp_overlap_interference",
+      "overlap_interference_per_byte", "tp_overlap_interference",
       "step_overhead", "framework_compute_efficiency")),
 )
 
