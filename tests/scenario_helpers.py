@@ -26,3 +26,20 @@ def tp8_gpt(framework=None, hidden=1024, tp=8, **plan):
     if framework is not None:
         scenario["framework"] = framework
     return scenario
+
+
+DP_INTRA = {"V100-SXM2-32GB": "nvlink2", "A100-SXM4-80GB": "nvlink3", "H100-SXM5-80GB": "nvlink4"}
+
+
+def dp_scenario(model, gpu, num_gpus, micro_batch, framework=None):
+    """Pure data parallelism (ZeRO-0, no recomputation) at ``micro_batch`` per GPU on ``num_gpus``
+    of ``gpu`` (a key of :data:`DP_INTRA`), 8 per node, nodes joined by 4 x HDR InfiniBand."""
+    hardware = {"gpu": gpu, "num_gpus": num_gpus, "gpus_per_node": min(8, num_gpus), "intra": DP_INTRA[gpu]}
+    if num_gpus > 8:
+        hardware["inter"] = "4 x ib-hdr"
+    scenario = {"workload": {"model": model}, "hardware": hardware,
+                "plan": {"tp": 1, "pp": 1, "cp": 1, "dp": num_gpus, "micro_batch": micro_batch,
+                         "global_batch": num_gpus * micro_batch, "recompute": "none", "zero": 0}}
+    if framework is not None:
+        scenario["framework"] = framework
+    return scenario

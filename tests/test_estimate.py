@@ -16,6 +16,8 @@ from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError
 from perfmodel.workloads import get_workload
 
+from scenario_helpers import DP_INTRA, dp_scenario
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
 COMM = ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero_gather")
 
@@ -67,20 +69,11 @@ def test_recompute_keeps_mfu_below_hfu(recompute):
 # --- doubling data-parallel GPUs at a fixed per-GPU batch ----------------------------------------
 
 MODELS = ("gpt3-125m", "gpt3-1.3b", "bert-large", "llama2-7b", "vit-b16", "resnet50", "unet3d")
-GPUS = {"V100-SXM2-32GB": "nvlink2", "A100-SXM4-80GB": "nvlink3", "H100-SXM5-80GB": "nvlink4"}
-
-
-def dp_scenario(model, gpu, num_gpus, micro_batch):
-    hardware = {"gpu": gpu, "num_gpus": num_gpus, "gpus_per_node": min(8, num_gpus), "intra": GPUS[gpu]}
-    if num_gpus > 8:
-        hardware["inter"] = "4 x ib-hdr"
-    return {"workload": {"model": model}, "hardware": hardware,
-            "plan": {"tp": 1, "pp": 1, "cp": 1, "dp": num_gpus, "micro_batch": micro_batch,
-                     "global_batch": num_gpus * micro_batch, "recompute": "none", "zero": 0}}
+GPUS = sorted(DP_INTRA)
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(sorted(GPUS)),
+@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(GPUS),
        num_gpus=st.sampled_from([1, 2, 4, 8, 16, 32]), micro_batch=st.sampled_from([1, 2, 8, 32]))
 def test_doubling_dp_gpus_never_more_than_doubles_throughput(model, gpu, num_gpus, micro_batch):
     small = estimate(dp_scenario(model, gpu, num_gpus, micro_batch))

@@ -3,18 +3,19 @@ term (the collective's kernels hold SMs) and a per-byte term (its copies contend
 monotone, never more than exposing the traffic, and the per-byte term blind to the link."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel import estimate
 from perfmodel.chain import exposed_communication, run_chain
-from perfmodel.hardware.catalog import load_catalog
+from perfmodel.hardware.catalog import CatalogError, load_catalog
 from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import check_plans, enumerate_plans, select
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 from perfmodel.workloads import get_workload
+
+from scenario_helpers import dp_scenario
 
 seconds = st.floats(0.0, 10.0)
 fraction = st.floats(0.0, 1.0)
@@ -47,14 +48,15 @@ def test_the_per_byte_bound_keeps_the_charge_below_the_collective_on_every_catal
     """The bytes a ring moves take at least bytes / link bandwidth; the charge at the upper bound is
     bytes x bound / HBM bandwidth, below that wherever the GPU's HBM is over ``bound`` x its link."""
     catalog = load_catalog(include_env=False)
+    checked = []
     for name, gpu in catalog.gpus.items():
-        if gpu.memory_bandwidth is None:
-            continue
         try:
             cluster = catalog.cluster(gpu=name, num_gpus=8 if gpu.nvlink_generation else 2)
-        except Exception:  # a GPU the catalog cannot build a node of (no intra link known)
+        except CatalogError:  # a GPU the catalog cannot build a node of (no intra link known)
             continue
         assert gpu.memory_bandwidth / cluster.intra.bandwidth_per_direction > PER_BYTE_HIGH, name
+        checked.append(name)
+    assert {"V100-SXM2-32GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "B200"} <= set(checked)
 
 
 def _dp_step(nodes, gpus_per_node, profile):
@@ -103,13 +105,7 @@ def test_weak_scaling_across_the_node_boundary_stays_sublinear_for_any_interfere
                                             dp_overlap=overlap)
 
     def run(gpus):
-        hardware = {"gpu": "V100-SXM2-32GB", "num_gpus": gpus, "gpus_per_node": 8, "intra": "nvlink2"}
-        if gpus > 8:
-            hardware["inter"] = "4 x ib-hdr"
-        return estimate({"workload": {"model": model}, "hardware": hardware, "framework": "pytorch",
-                         "plan": {"tp": 1, "pp": 1, "cp": 1, "dp": gpus, "micro_batch": micro_batch,
-                                  "global_batch": gpus * micro_batch, "recompute": "none", "zero": 0}},
-                        profile=profile)
+        return estimate(dp_scenario(model, "V100-SXM2-32GB", gpus, micro_batch, framework="pytorch"), profile=profile)
 
     small, large = run(8), run(16)
     assert large.samples_per_s <= 2 * small.samples_per_s * (1 + 1e-12)

@@ -381,10 +381,10 @@ def _dp_comm(inputs: ChainInputs, so_far: dict) -> dict:
     t_scatter = comm.collective_time("reduce_scatter", grad_bytes, group, members_per_node, **links)
     zero, profile = inputs.plans["zero"], inputs.profile
     t_grad = np.where(zero == 0, t_allreduce, t_scatter)
-    grad_memory = np.where(zero == 0, memory_penalty(inputs, "all_reduce", grad_bytes, group),
-                           memory_penalty(inputs, "reduce_scatter", grad_bytes, group))
+    t_mem_grad = np.where(zero == 0, memory_charge_time(inputs, "all_reduce", grad_bytes, group),
+                          memory_charge_time(inputs, "reduce_scatter", grad_bytes, group))
     per_backward = exposed_communication(t_grad, dp_overlap(inputs) * so_far["t_bwd"],
-                                         profile.get("overlap_interference"), grad_memory)
+                                         profile.get("overlap_interference"), t_mem_grad)
     zero3 = zero3_exposed(inputs, so_far)
     return {"t_grad": t_grad, **zero3, "dp_comm_s": np.select(
         [zero == 3, zero == 2], [zero3["zero3_scatter_s"], so_far["micro_batches"] * per_backward], per_backward)}
@@ -430,19 +430,19 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     t_ag = gathers * comm.collective_time("all_gather", gather_bytes / gathers, group, members_per_node, **links)
     scatter_bytes = unit_params * gradient_reduce_bytes(inputs)
     t_rs = comm.collective_time("reduce_scatter", scatter_bytes, group, members_per_node, **links)
-    m_ag = memory_penalty(inputs, "all_gather", gather_bytes, group)
-    m_rs = memory_penalty(inputs, "reduce_scatter", scatter_bytes, group)
+    t_mem_ag = memory_charge_time(inputs, "all_gather", gather_bytes, group)
+    t_mem_rs = memory_charge_time(inputs, "reduce_scatter", scatter_bytes, group)
     prefetch = profile.get("zero3_prefetch_units") >= 1.0
     hide = prefetch * profile.get("zero3_overlap") * profile.get("dp_overlap")
     interference = profile.get("overlap_interference")
     t_f, t_b = so_far["t_fwd"] / units, (so_far["t_bwd"] + so_far["t_recompute"]) / units
     regather = inputs.framework in ZERO3_REGATHER_ON_RECOMPUTE
     regathered = 1.0 + regather * so_far["recompute_share"]
-    t_ag_b, m_ag_b = t_ag * regathered, m_ag * regathered
-    forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference, m_ag)
-    backward_gather = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b, hide * t_b, interference, m_ag_b)
+    t_ag_b, t_mem_ag_b = t_ag * regathered, t_mem_ag * regathered
+    forward = t_ag + (units - 1.0) * exposed_communication(t_ag, hide * t_f, interference, t_mem_ag)
+    backward_gather = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b, hide * t_b, interference, t_mem_ag_b)
     backward = t_ag_b + (units - 1.0) * exposed_communication(t_ag_b + t_rs, hide * t_b, interference,
-                                                              m_ag_b + m_rs) + t_rs
+                                                              t_mem_ag_b + t_mem_rs) + t_rs
     slots = so_far["micro_batches"] + (inputs.degree("pp") - 1.0) / inputs.degree("vp")
     zero3 = inputs.plans["zero"] == 3
     return {"t_zero3_gather": t_ag, "t_zero3_scatter": t_rs,
@@ -461,7 +461,7 @@ def _zero_gather(inputs: ChainInputs, so_far: dict) -> dict:
     zero, profile = inputs.plans["zero"], inputs.profile
     once = exposed_communication(t_gather, dp_overlap(inputs) * so_far["t_fwd"],
                                  profile.get("overlap_interference"),
-                                 memory_penalty(inputs, "all_gather", param_bytes, group))
+                                 memory_charge_time(inputs, "all_gather", param_bytes, group))
     return {"t_gather": t_gather, "zero_gather_s": np.select(
         [zero == 3, zero >= 1], [so_far["zero3_gather_s"], once], 0.0)}
 
@@ -514,9 +514,9 @@ def _offload(inputs: ChainInputs, so_far: dict) -> dict:
     profile = inputs.profile
     hide, interference = profile.get("dp_overlap"), profile.get("overlap_interference")
     fetch = exposed_communication(per_microbatch / bandwidth, hide * (so_far["t_fwd"] + so_far["t_bwd"]), interference,
-                                  memory_penalty(inputs, "send_recv", per_microbatch, 1.0))
+                                  memory_charge_time(inputs, "send_recv", per_microbatch, 1.0))
     step = (exposed_communication(down / bandwidth, hide * so_far["t_bwd"], interference,
-                                  memory_penalty(inputs, "send_recv", down, 1.0))
+                                  memory_charge_time(inputs, "send_recv", down, 1.0))
             + (up + back) / bandwidth + so_far["micro_batches"] * fetch)
     return {"offload_s": np.where(codes > 0, step, 0.0)}
 
@@ -665,22 +665,22 @@ def host_log_sensitivity(pass_slowdown, compute_share):
     return np.log1p(np.asarray(compute_share) * (np.asarray(pass_slowdown) - 1.0))
 
 
-def exposed_communication(comm_time, hideable_compute, interference, memory_penalty=0.0):
+def exposed_communication(comm_time, hideable_compute, interference, memory_time=0.0):
     """Time a communication adds to the step when it runs under ``hideable_compute`` seconds of
     compute: the part that does not fit under it, plus what the part that does takes from the
     compute it overlaps -- ``interference`` x its seconds (the collective's kernels hold SMs for as
-    long as it runs) and its share of ``memory_penalty``, the seconds of compute the whole
-    collective's memory traffic displaces (:func:`memory_penalty`; the bytes it copies and reduces
+    long as it runs) and its share of ``memory_time``, the seconds of compute the whole
+    collective's memory traffic displaces (:func:`memory_charge_time`; the bytes it copies and reduces
     contend with the GEMMs for HBM) -- at most the hidden seconds themselves: overlapping can
     serialize the two, not make them slower than one after the other.  Non-decreasing in
-    ``comm_time`` and in ``memory_penalty`` while ``memory_penalty <= comm_time`` (the bound of
+    ``comm_time`` and in ``memory_time`` while ``memory_time <= comm_time`` (the bound of
     ``overlap_interference_per_byte`` keeps it so)."""
     hidden = np.minimum(comm_time, hideable_compute)
     hidden_share = np.divide(hidden, comm_time, out=np.zeros_like(hidden, dtype=float), where=comm_time > 0)
-    return comm_time - hidden + np.minimum(hidden, interference * hidden + hidden_share * memory_penalty)
+    return comm_time - hidden + np.minimum(hidden, interference * hidden + hidden_share * memory_time)
 
 
-def memory_penalty(inputs: ChainInputs, collective: str, message_bytes, group_size):
+def memory_charge_time(inputs: ChainInputs, collective: str, message_bytes, group_size):
     """Seconds of compute a hidden collective's memory traffic displaces on each GPU:
     ``overlap_interference_per_byte`` x the bytes it moves through the GPU (``message_bytes`` x
     nccl-tests' bus-bandwidth factor, :func:`perfmodel.models.comm.bus_bandwidth_factor`: about

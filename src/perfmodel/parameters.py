@@ -371,7 +371,7 @@ _TABLE = (
               "compute time a hidden data-parallel, ZeRO or offload collective displaces per byte it moves "
               "through the GPU (nccl-tests bus bytes), in units of the GPU's memory time per byte: its "
               "copies and reductions contend with the GEMMs under it for HBM "
-              "(perfmodel.chain.memory_penalty); per byte, so the same gradients cost the compute "
+              "(perfmodel.chain.memory_charge_time); per byte, so the same gradients cost the compute "
               "under them the same whether the ring crosses NVLink or a slower network.  The upper "
               "bound keeps the charge below the collective's own time on every catalog GPU (HBM / "
               "link bandwidth >= 5.2, the A100-SXM4-40GB's), so hiding more never costs more",
