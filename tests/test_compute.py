@@ -287,6 +287,8 @@ def test_parameters_are_documented():
         parameter = PARAMETERS[name]
         assert parameter.source and parameter.unit and parameter.description
     assert PARAMETERS["gemm_tensor_core_efficiency"].per == "architecture"
+    # the power drawn at a given clock is a trait of a generation, not shared across them
+    assert PARAMETERS["gemm_power_activity"].per == "architecture" and not PARAMETERS["gemm_power_activity"].pools
 
 
 # --- CLI and figure ----------------------------------------------------------------------------

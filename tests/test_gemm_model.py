@@ -134,7 +134,7 @@ def test_a_timed_call_on_a_power_limited_card_is_between_the_sustained_and_the_b
     sustained = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap, **parameters)
     timed = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap,
                                 base_over_boost=t4.base_clock_hz / t4.boost_clock_hz,
-                                power_activity=PROFILE.get("gemm_power_activity"),
+                                power_activity=PROFILE.get("gemm_power_activity", t4.architecture),
                                 boost_window_s=PROFILE.get("gemm_boost_window"), **parameters)
     boost = gemm.gemm_call_time(m, n, k, batch, floor_s=floor_s, overlap=overlap,
                                 **{**parameters, "peak_flops": t4.peak("fp32")})  # the boost clock
@@ -146,7 +146,8 @@ def test_a_gpu_that_holds_boost_gains_nothing_after_idle():
     parameters = gemm.gemm_parameters(v100, "fp32", PROFILE)
     m, n, k = np.array([64, 1024, 8192]), np.array([64, 1024, 8192]), np.array([64, 1024, 8192])
     plain = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3, **parameters)
-    timed = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3, power_activity=PROFILE.get("gemm_power_activity"),
+    timed = gemm.gemm_call_time(m, n, k, 1, floor_s=5e-5, overlap=1.3,
+                                power_activity=PROFILE.get("gemm_power_activity", v100.architecture),
                                 base_over_boost=v100.base_clock_hz / v100.boost_clock_hz, boost_window_s=1e-3,
                                 **parameters)
     np.testing.assert_allclose(timed, plain, rtol=1e-12)

@@ -121,6 +121,21 @@ def test_transformer_xl_large_closed_form():
     assert get_workload("transformer-xl-large").params == embedding + layers * layer + softmax
 
 
+def test_transformer_xl_full_softmax_against_a_logged_run():
+    """train.py from flags alone (no --adaptive, div_val 1), as lambdal/deeplearning-benchmark runs it:
+    its stored log (pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16) prints #params = 191948759
+    and #non emb params = 54599680.  Our count leaves out the two 8 x 64 relative-position biases
+    shared by all layers (1,024 parameters)."""
+    w = get_workload("transformer-xl-base-full-softmax")
+    assert w.params + 2 * 8 * 64 == pytest.approx(191948759, abs=1)
+    h, V, s = 512, 267735, 192
+    full = w.ops(1, precision="fp16", flash_attention=False)
+    adaptive = get_workload("transformer-xl-base").ops(1, precision="fp16", flash_attention=False)
+    for table, words in ((full, V), (adaptive, TXL_CUTOFFS[0] + len(TXL_CUTOFFS))):  # + one logit per tail
+        logits = table.name.index("logits")
+        assert table.flops[logits] == pytest.approx(2 * s * words * h)
+
+
 def test_transformer_xl_attention_spans_memory_and_segment():
     w = get_workload("transformer-xl-base")
     s, mem, h = 192, 192, 512

@@ -125,7 +125,13 @@ _TABLE = (
                     "clock = min(boost, base x a^(-1/3)); a timed call starts nearer boost (gemm_boost_window)",
         source="prior 0.2 so that a 250 W A100 PCIe (765/1410 MHz) holds its boost clock while a 70 W T4 "
                "(585/1590 MHz) is held near 1000 MHz (NVIDIA 'GPU Boost' behaviour: base clock guaranteed "
-               "at TDP, boost opportunistic); one value for all GPUs, fitted by calibrate"),
+               "at TDP, boost opportunistic).  Per architecture: the base clock is rated under each "
+               "generation's own worst-case load (tensor-core GEMMs from Volta on), so the share an FP32 "
+               "GEMM draws differs by generation; with one value for all GPUs the T4 rows held the A100 "
+               "below its boost clock and gemm_linear_efficiency[Ampere] rose above 1 to make up for it.  "
+               "Fitted per architecture by calibrate; an architecture without GEMM rows keeps the prior "
+               "(no pooling: a generation's power draw says nothing about another's)",
+        per="architecture", poolable=False),
     Parameter(
         name="gemm_boost_window", default=5e-3, low=1e-4, high=1.0, unit="s",
         description="time constant of the power limiter: a timed kernel starts at its boost clock and falls to "

@@ -140,7 +140,7 @@ def base_over_boost(gpu: GPU) -> float:
 def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
     """The GPU's sustained / boost clock under a dense GEMM (:func:`sustained_clock_ratio` with the
     catalog's clocks; a missing clock counts as holding boost)."""
-    return float(sustained_clock_ratio(base_over_boost(gpu), 1.0, profile.get("gemm_power_activity")))
+    return float(sustained_clock_ratio(base_over_boost(gpu), 1.0, profile.get("gemm_power_activity", gpu.architecture)))
 
 
 def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=False) -> dict:
@@ -215,6 +215,6 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
              if include_floor else 0.0)
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
                           base_over_boost=base_over_boost(gpu),
-                          power_activity=profile.get("gemm_power_activity"),
+                          power_activity=profile.get("gemm_power_activity", gpu.architecture),
                           boost_window_s=profile.get("gemm_boost_window"),
                           **gemm_parameters(gpu, dtype, profile, linear))

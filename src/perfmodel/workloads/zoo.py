@@ -23,6 +23,15 @@ Transformer shapes and their sources:
   (div_val 1); large 18 x 1024, 16 heads of 64, inner 4096, tgt_len = mem_len = 384, div_val 4;
   vocabulary 267,735 words with cutoffs 19,997 / 39,997 / 199,997; no biases on qkv (Dai et al. 2019's
   reference code).  ``seq_len`` is ``tgt_len``, the tokens a sample predicts.
+* ``transformer-xl-{base,large}-full-softmax``: the same layers as DeepLearningExamples' ``train.py``
+  builds them from command-line flags alone, without a ``--config_file``: ``--adaptive`` is off and
+  ``div_val`` is 1 by default, so the output is one softmax over all 267,735 words, tied to a
+  full-width input embedding (train.py's argument defaults).  lambdal/deeplearning-benchmark runs it
+  this way (``pytorch/scripts/config_v1/config_pytorch_80GB.sh``: model flags, no ``--adaptive``;
+  its stored 2020 run log ``pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16`` prints
+  ``adaptive=False`` and ``#params = 191948759``); base ``tgt_len = mem_len = 192``, large 18 x 1024,
+  16 heads, inner 4096, ``tgt_len = mem_len = 256``.  The logits GEMM over the whole vocabulary is
+  about 2.7x (base) the FLOPs of the 16 layers.
 * ``transformer-big``: the WMT14 English-German Transformer (big) of Vaswani et al. 2017, Table 3
   (6 + 6 layers, d_model 1024, 16 heads, d_ff 4096, shared source/target vocabulary of about 37,000
   BPE tokens, 213 M parameters), as fairseq / DeepLearningExamples PyTorch/Translation/Transformer
@@ -97,6 +106,13 @@ _TRANSFORMERS["transformer-xl-base"] = dict(arch="txl", layers=16, hidden=512, h
 _TRANSFORMERS["transformer-xl-large"] = dict(arch="txl", layers=18, hidden=1024, heads=16, ffn_hidden=4096,
                                              seq_len=384, mem_len=384, vocab=267735, adaptive_cutoffs=_TXL_CUTOFFS,
                                              adaptive_div=4, qkv_bias=False)
+# the same models as train.py runs them from flags alone (no --adaptive, div_val 1: one tied softmax
+# over all 267,735 words), lambdal/deeplearning-benchmark's configuration (module docstring)
+_TRANSFORMERS["transformer-xl-base-full-softmax"] = dict(arch="txl", layers=16, hidden=512, heads=8, ffn_hidden=2048,
+                                                         seq_len=192, mem_len=192, vocab=267735, qkv_bias=False)
+_TRANSFORMERS["transformer-xl-large-full-softmax"] = dict(arch="txl", layers=18, hidden=1024, heads=16,
+                                                          ffn_hidden=4096, seq_len=256, mem_len=256, vocab=267735,
+                                                          qkv_bias=False)
 _TRANSFORMERS["transformer-big"] = dict(arch="encdec", layers=12, encoder_layers=6, hidden=1024, heads=16,
                                         ffn_hidden=4096, seq_len=128, vocab=37000)
 for key, (l, h, a, f, p) in _VIT.items():
