@@ -61,7 +61,7 @@ from perfmodel.vocabulary import ELEMENT_BYTES, GEMM_OUTPUT_BYTES
 
 __all__ = ["TILES", "SPLITS", "CUDA_CORE_DTYPES", "sustained_clock_ratio", "base_over_boost", "clock_ratio",
            "gemm_kernel_time",
-           "gemm_call_time", "transient_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
+           "gemm_call_time", "power_activity", "transient_clock_gain", "gemm_parameters", "gpu_time", "linear_share"]
 
 TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
 """Thread-block tiles (tm, tn) the kernel choice ranges over: the 256x128 ... 64x64 shapes of
@@ -140,7 +140,12 @@ def base_over_boost(gpu: GPU) -> float:
 def clock_ratio(gpu: GPU, profile: CalibrationProfile) -> float:
     """The GPU's sustained / boost clock under a dense GEMM (:func:`sustained_clock_ratio` with the
     catalog's clocks; a missing clock counts as holding boost)."""
-    return float(sustained_clock_ratio(base_over_boost(gpu), 1.0, profile.get("gemm_power_activity", gpu.architecture)))
+    return float(sustained_clock_ratio(base_over_boost(gpu), 1.0, power_activity(gpu, profile)))
+
+
+def power_activity(gpu: GPU, profile: CalibrationProfile) -> float:
+    """``gemm_power_activity`` of the GPU's architecture (a generation's trait, not pooled)."""
+    return profile.get("gemm_power_activity", gpu.architecture)
 
 
 def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=False) -> dict:
@@ -215,6 +220,6 @@ def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, 
              if include_floor else 0.0)
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
                           base_over_boost=base_over_boost(gpu),
-                          power_activity=profile.get("gemm_power_activity", gpu.architecture),
+                          power_activity=power_activity(gpu, profile),
                           boost_window_s=profile.get("gemm_boost_window"),
                           **gemm_parameters(gpu, dtype, profile, linear))
