@@ -213,7 +213,7 @@ BAD = [
     ({"gpus": [USER_GPU, USER_GPU]}, ["gpus[1] (X1000)", "field 'name'", "duplicate name 'X1000'"]),
     ({"nodes": [{"name": "n", "gpu": "Z9000", "gpus_per_node": 8, "intra": "nvlink3", "source": "s"}]},
      ["nodes (n)", "field 'gpu'", "'Z9000'", "not in the catalog"]),
-    ({"gpus": [{**USER_GPU, "colour": "green"}]}, ["gpus[0] (X1000)", "field 'colour'", "Extra inputs"]),
+    ({"gpus": [{**USER_GPU, "colour": "green"}]}, ["gpus[0] (X1000)", "field 'colour'", "not a field of this entry", "allowed here: name,"]),
     ({"instances": [{"name": "i", "provider": "aws", "gpu": "T4", "gpus_per_node": 1, "intra": "pcie3",
                      "price_on_demand_usd_per_hour": 1.0, "source": "s"}]},
      ["instances[0] (aws/i)", "price_as_of"]),

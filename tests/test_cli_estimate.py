@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from perfmodel.cli import main
+from perfmodel.cli.estimate import MIN_SHOWN_SHARE
 from perfmodel.plans import PLAN_TIE_FRACTION
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
@@ -56,6 +57,19 @@ def test_estimate_human_output_shows_breakdown_shares(capsys):
             share = f"{seconds / data['step_time_s']:.1%}"
             assert any(line.split()[:1] == [name] and share in line for line in out.splitlines()), (name, share)
     assert "MFU" in out and "bottleneck" in out and "time to train" in out
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_estimate_table_leaves_out_components_that_would_print_as_zero(capsys, path):
+    """A component under MIN_SHOWN_SHARE of the step (a fitted overhead of 1e-10 s) is left out of
+    the table and stays in the JSON; every component the table shows prints a non-zero share."""
+    out = run(capsys, "estimate", path)[1]
+    data = json.loads(run(capsys, "estimate", path, "--json")[1])
+    shown = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and "%" in line}
+    for name, seconds in data["breakdown_s"].items():
+        share = seconds / data["step_time_s"]
+        assert (name in shown) == (share >= MIN_SHOWN_SHARE), (name, share)
+    assert all(" 0.0%" not in line for line in shown.values())
 
 
 def test_infeasible_estimate_is_an_answer(capsys, tmp_path):

@@ -187,7 +187,7 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as error:
-        raise ScenarioError(format_validation_error(error, where)) from None
+        raise ScenarioError(format_validation_error(error, where, Scenario)) from None
 
 
 def _relative_to(data: dict, folder: Path) -> dict:

@@ -14,6 +14,10 @@ from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_j
 from perfmodel.cli.search import add_headroom_flag, scenario_from
 from perfmodel.units import format_duration, format_money, format_quantity
 
+# breakdown components below this share of the step print as 0.0 %: the table leaves them out
+# (the JSON keeps every component)
+MIN_SHOWN_SHARE = 5e-4
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("estimate",
@@ -100,8 +104,8 @@ def print_estimate(result, advice: dict | None = None) -> None:
         return
     print(f"step time        {format_quantity(result.step_time_s, 'time')}")
     for name, seconds in sorted(result.breakdown_s.items(), key=lambda kv: -kv[1]):
-        if seconds > 0:
-            share = seconds / result.step_time_s
+        share = seconds / result.step_time_s
+        if share >= MIN_SHOWN_SHARE:
             print(f"  {name:<13} {format_quantity(seconds, 'time'):>12}  {share:6.1%}  {'#' * round(30 * share)}")
     print(f"throughput       {result.samples_per_s:.4g} samples/s"
           + (f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""))

@@ -31,15 +31,51 @@ def shipped_data_path(*parts: str) -> Path:
     return Path(str(resources.files("perfmodel").joinpath("data", *parts)))
 
 
-def format_validation_error(error: ValidationError, where: str) -> str:
-    """One line per bad field: where, the field, the bad value and what is allowed."""
+def format_validation_error(error: ValidationError, where: str, schema: type[BaseModel] | None = None,
+                            root: str = "the top level") -> str:
+    """One line per bad field: where, the field, the bad value and what is allowed.  An unknown
+    field of ``schema`` (the model validated; ``root`` names its top level) lists the fields
+    allowed there, and where the name is a field of another section, which one."""
     lines = []
     for item in error.errors():
         field = ".".join(str(p) for p in item["loc"]) or "(entry)"
         value = item.get("input")
         shown = "" if isinstance(value, dict) else f" = {excerpt(value)}"
-        lines.append(f"{where}: field '{field}'{shown}: {item['msg']}")
+        message = item["msg"]
+        if item["type"] == "extra_forbidden" and schema is not None:
+            message = _unknown_field_message(schema, item["loc"], root) or message
+        lines.append(f"{where}: field '{field}'{shown}: {message}")
     return "\n".join(lines)
+
+
+def _nested_model(annotation) -> type[BaseModel] | None:
+    """The pydantic model a field holds (directly, or inside Optional / a union), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next(filter(None, map(_nested_model, getattr(annotation, "__args__", ()))), None)
+
+
+def _sections(schema: type[BaseModel], path: tuple = ()):
+    """(path, model) of ``schema`` and of every model nested in its fields."""
+    yield path, schema
+    for name, info in schema.model_fields.items():
+        nested = _nested_model(info.annotation)
+        if nested is not None:
+            yield from _sections(nested, (*path, name))
+
+
+def _unknown_field_message(schema: type[BaseModel], loc, root: str) -> str | None:
+    """'not a field of <section>; allowed: ...' for the unknown field at ``loc``, naming the
+    sections where a field of that name does belong."""
+    *parent, name = loc
+    section = dict(_sections(schema)).get(tuple(parent))
+    if section is None:
+        return None
+    where = ".".join(map(str, parent)) or root
+    homes = [".".join(path) or root for path, model in _sections(schema)
+             if name in model.model_fields and path != tuple(parent)]
+    hint = f"; '{name}' is a field of {' and of '.join(homes)}" if homes else ""
+    return f"not a field of {where}{hint}; allowed here: {', '.join(section.model_fields)}"
 
 
 def _key(section: str, entry: dict) -> str:
@@ -301,7 +337,7 @@ def _parse_file(path: str | Path) -> dict[str, dict[str, BaseModel]]:
             try:
                 spec = model.model_validate(entry)
             except ValidationError as error:
-                problems.append(format_validation_error(error, where))
+                problems.append(format_validation_error(error, where, model, root="this entry"))
                 continue
             if key in parsed[section]:
                 problems.append(f"{where}: field 'name' = {spec.name!r}: duplicate name {key!r} in {section}; "
