@@ -234,7 +234,7 @@ def test_shipped_training_rows_state_their_framework_and_the_software_it_came_fr
     assert dle["source"].str.startswith(("NVIDIA/DeepLearningExamples", "lambdal/deeplearning-benchmark")).all()
     language = {"dle-pytorch": "PyTorch", "dle-tensorflow": "TensorFlow", "dle-mxnet": "MXNet",
                 "dle-paddle": "PaddlePaddle", "megatron": "Megatron-LM", "nemo": "NeMo", "torchtitan": "torchtitan",
-                "composer": "Composer", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
+                "composer": "Composer", "fsdp": "FSDP", "deepspeed": "DeepSpeed", "nanotron": "nanotron"}
     for framework, rows in train.groupby("framework"):
         assert rows["software"].str.contains(language[framework]).all(), framework
 

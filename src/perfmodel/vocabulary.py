@@ -54,7 +54,7 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   dle-mxnet       NVIDIA DeepLearningExamples MXNet recipes in NGC containers
 #   dle-paddle      NVIDIA DeepLearningExamples PaddlePaddle recipes in NGC containers
 #   tensorflow, jax other TensorFlow or JAX training code
-FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "pytorch",
+FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "nanotron", "pytorch",
               "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
 
 # Whether a framework runs attention as one fused kernel (FlashAttention, Dao et al. 2022,
@@ -62,6 +62,8 @@ FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan",
 # row does not say (plan ``flash_attention``).  Unfused attention writes the s x s score matrix and
 # reads it back through softmax and dropout, which makes a short-hidden model much slower.
 #   True   composer (llm-foundry's MPT attn_config.attn_impl: 'flash' or 'triton', both fused),
+#          nanotron (its Llama CoreAttention calls flash_attn_varlen_func; huggingface/nanotron
+#          src/nanotron/models/llama.py),
 #          torchtitan (F.scaled_dot_product_attention: its flash backend on sm80+), nemo (Megatron-Core
 #          with Transformer Engine's DotProductAttention, which selects flash or cuDNN fused attention)
 #   False  the DeepLearningExamples recipes (their BERT/Transformer modeling code computes QK^T,
@@ -74,7 +76,7 @@ FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan",
 #          decides), jax.  Those take FRAMEWORK_FLASH_ATTENTION_ASSUMED's kernel, else the GPU's
 #          default (fused on Ampere and newer), and the estimate lists it as an assumption
 #          (perfmodel.plans.flash_attention_assumed) whose other case widens the interval.
-FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
+FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True, "nanotron": True,
                              "dle-pytorch": False, "dle-tensorflow": False, "dle-mxnet": False,
                              "dle-paddle": False, "tensorflow": False}
 # The kernel a version-dependent framework is assumed to run when the plan does not say, where the
@@ -151,7 +153,8 @@ HALF_PRECISION_GRADIENT_REDUCE = ("megatron",)
 # DeepLearningExamples recipes, in the row's source) wins; stacks built on another come first
 # (NeMo and Megatron-DeepSpeed run on Megatron; Composer on FSDP)
 _FRAMEWORK_WORDS = (("nemo", "nemo"), ("deepspeed", "deepspeed"), ("torchtitan", "torchtitan"),
-                    ("composer", "composer"), ("llm-foundry", "composer"), ("megatron", "megatron"),
+                    ("composer", "composer"), ("llm-foundry", "composer"), ("nanotron", "nanotron"),
+                    ("megatron", "megatron"),
                     ("fsdp", "fsdp"))
 _DLE_LANGUAGES = (("tensorflow", "dle-tensorflow"), ("tf1", "dle-tensorflow"), ("tf2", "dle-tensorflow"),
                   ("mxnet", "dle-mxnet"), ("paddle", "dle-paddle"), ("pytorch", "dle-pytorch"))
