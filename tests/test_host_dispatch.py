@@ -1,6 +1,6 @@
 """The host's per-op dispatch time is a trait of the software stack: each framework has its own
-value, and a framework whose rows never show it keeps the prior instead of inheriting the value
-another stack's host-bound rows need (``Parameter.pools`` is False)."""
+value, and a framework whose rows never show it starts from the median of the stacks whose rows
+determine it (partial pooling, ``Parameter.pools``) and is refitted on its own rows."""
 
 import math
 
@@ -23,31 +23,33 @@ HOST = PARAMETERS["host_dispatch_time"]
 
 
 def test_which_parameters_pool():
-    assert HOST.per == "framework" and not HOST.pools
+    assert HOST.per == "framework" and HOST.pools
     assert PARAMETERS["framework_compute_efficiency"].pools
     assert PARAMETERS["gemm_cuda_core_efficiency"].pools
+    assert not PARAMETERS["gemm_power_activity"].pools  # a generation's power draw is its own
     assert not PARAMETERS["link_latency"].pools  # sourced per-group defaults
     assert not PARAMETERS["kernel_launch_overhead"].pools  # not grouped
 
 
-def test_a_framework_without_host_bound_rows_keeps_the_prior():
-    fitted = {"host_dispatch_time[dle-pytorch]": 2e-4, "host_dispatch_time[dle-tensorflow]": 1.5e-4,
-              "framework_compute_efficiency[dle-pytorch]": 1.0, "framework_compute_efficiency[megatron]": 1.4}
+def test_a_framework_without_host_bound_rows_starts_from_the_determined_stacks_median():
+    fitted = {"host_dispatch_time[nanotron]": 1.2e-4, "host_dispatch_time[dle-tensorflow]": 1.5e-4,
+              "framework_compute_efficiency[nanotron]": 1.0, "framework_compute_efficiency[megatron]": 1.4}
     values = dict(fitted)
     pool_groups(values, {})
-    assert "host_dispatch_time" not in values  # no typical value for the frameworks without one
+    assert math.isclose(values["host_dispatch_time"], math.sqrt(1.2e-4 * 1.5e-4), rel_tol=1e-12)
     assert math.isclose(values["framework_compute_efficiency"], math.sqrt(1.0 * 1.4), rel_tol=1e-12)
     determined = list(fitted)
-    assert _pooled_centre("host_dispatch_time[megatron]", fitted, determined) is None
-    assert _pooled_centre("framework_compute_efficiency[nemo]", fitted, determined) is not None
+    assert math.isclose(_pooled_centre("host_dispatch_time[megatron]", fitted, determined),
+                        values["host_dispatch_time"], rel_tol=1e-12)
+    # a value the rows did not determine stays out of the median
+    assert _pooled_centre("host_dispatch_time[megatron]", fitted, determined[1:]) is None
     profile = CalibrationProfile(values=values)
-    assert profile.get("host_dispatch_time", "megatron") == HOST.default
-    assert profile.get("host_dispatch_time", None) == HOST.default
-    assert profile.get("host_dispatch_time", "dle-pytorch") == 2e-4
-    # megatron has a framework_compute_efficiency of its own; host_dispatch_time does not pool, so
-    # its prior there is not "pooled framework traits"
-    assert not profile.framework_pooled("megatron")
-    assert profile.framework_pooled("nemo")
+    assert profile.get("host_dispatch_time", "megatron") == values["host_dispatch_time"]
+    assert profile.get("host_dispatch_time", None) == values["host_dispatch_time"]
+    assert profile.get("host_dispatch_time", "nanotron") == 1.2e-4
+    # megatron has a framework_compute_efficiency of its own but no host time: pooled traits
+    assert profile.framework_pooled("megatron") and profile.framework_pooled("nemo")
+    assert not profile.framework_pooled("nanotron")
 
 
 HOST_TIMES = st.floats(PARAMETERS["host_dispatch_time"].low, PARAMETERS["host_dispatch_time"].high)

@@ -212,9 +212,13 @@ _TABLE = (
                     "dispatches asynchronously, so a pass "
                     "takes max(GPU work, kernels x this) (perfmodel.models.compute.queued_time): a step of many "
                     "short kernels is host-bound.  A trait of the software stack (how many kernels it launches "
-                    "per op and what each costs its runtime), so it is fitted per framework and does not pool: a "
-                    "framework whose rows are never host-bound keeps the prior instead of inheriting the value "
-                    "fitted on another stack's host-bound rows",
+                    "per op and what each costs its runtime), so it is fitted per framework; a framework whose "
+                    "rows are never host-bound starts from the median of the stacks whose rows determine it "
+                    "and is refitted on its own rows (partial pooling, perfmodel.calibration.fit.pool_groups): "
+                    "the two stacks whose rows determine it, TensorFlow 1 graphs (DeepLearningExamples) and "
+                    "eager PyTorch (nanotron, the Ultra-Scale Playbook's single-node tensor-parallel runs, "
+                    "which stop speeding up below about 4.4 ms per layer and micro-batch whatever the "
+                    "tensor-parallel degree or hidden size), both put it 10-20x above the 10 us prior",
         source="ASSUMPTION, prior 10 us: PyTorch eager dispatch plus cudaLaunchKernel (A. Gray, 'Getting "
                "Started with CUDA Graphs', NVIDIA blog, 2019, puts the bare launch at a few us) for the one to "
                "three kernels a modelled op stands for; this project's own fit of the NeuSight GEMM rows puts "
@@ -223,9 +227,9 @@ _TABLE = (
                "bf16 Linear forward on an H100 DGX (Xeon 8480C) at 13.5 us with torch, and TE's Linear at 2.5-2.7x "
                "torch's on Grace hosts; the bound 300 us allows a counted kernel to stand for a few kernels of a "
                "slow runtime (TensorFlow 1 graphs split a layer norm or a GELU into several ops); fitted per framework by calibrate on "
-               "training rows.  An estimate at a framework's prior counts it uncertain by x2 at one standard "
-               "error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)",
-        per="framework", poolable=False),
+               "training rows.  An estimate at a value its framework's rows did not determine counts it "
+               "uncertain by x2 at one standard error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)",
+        per="framework"),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

@@ -149,8 +149,7 @@ class CalibrationProfile(BaseModel):
     def framework_pooled(self, framework: str | None) -> bool:
         """Whether an estimate for ``framework`` (None = not stated) uses pooled framework traits: some
         ``per="framework"`` parameter that pools has values of its own for other frameworks but none for
-        this one (one that does not pool, such as ``host_dispatch_time``, keeps its prior instead).  A
-        profile with no per-framework values treats every framework alike, so nothing is pooled."""
+        this one.  A profile with no per-framework values treats every framework alike, so nothing is pooled."""
         for name, parameter in PARAMETERS.items():
             if parameter.per == "framework" and parameter.pools and self.has_groups(name):
                 if framework is None or f"{name}[{framework}]" not in self.values:
