@@ -47,6 +47,7 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   fsdp            plain PyTorch FSDP training scripts (e.g. IBM fms-fsdp)
 #   composer        MosaicML Composer / llm-foundry (PyTorch FSDP underneath)
 #   torchtitan      pytorch/torchtitan (FSDP2, TP, PP, CP, torch.compile)
+#   nanotron        huggingface/nanotron (eager PyTorch 3D parallelism; the Ultra-Scale Playbook's runs)
 #   pytorch         plain PyTorch (DDP) scripts not listed above
 #   dle-pytorch     NVIDIA DeepLearningExamples PyTorch recipes in NGC containers (also the
 #                   DeepLearningExamples-based scripts of lambdal/deeplearning-benchmark)
