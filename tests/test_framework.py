@@ -66,6 +66,7 @@ def test_unknown_framework_in_a_scenario_names_field_value_and_allowed(tmp_path)
     ("Megatron-LM + DeepSpeed ZeRO-3", "Narayanan et al. 2021", "deepspeed"),
     ("NeMo 24.07 (Megatron-Core)", "NVIDIA/NeMo", "nemo"),
     ("Composer/llm-foundry (PyTorch FSDP)", "mosaicml/llm-foundry", "composer"),
+    ("nanotron (Ultra-Scale Playbook, PyTorch)", "nanotron/ultrascale-playbook", "nanotron"),
     ("PyTorch DDP", "a blog", "pytorch"),
     ("megatron", "", "megatron"),
     ("my own C++ trainer", "a paper", None),
