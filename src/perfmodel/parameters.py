@@ -215,10 +215,11 @@ _TABLE = (
                     "per op and what each costs its runtime), so it is fitted per framework; a framework whose "
                     "rows are never host-bound starts from the median of the stacks whose rows determine it "
                     "and is refitted on its own rows (partial pooling, perfmodel.calibration.fit.pool_groups): "
-                    "the two stacks whose rows determine it, TensorFlow 1 graphs (DeepLearningExamples) and "
-                    "eager PyTorch (nanotron, the Ultra-Scale Playbook's single-node tensor-parallel runs, "
-                    "which stop speeding up below about 4.4 ms per layer and micro-batch whatever the "
-                    "tensor-parallel degree or hidden size), both put it 10-20x above the 10 us prior",
+                    "evidence from one stack is evidence about the others, since the rows that show it, "
+                    "TensorFlow 1 graphs (DeepLearningExamples) and eager PyTorch (nanotron, the Ultra-Scale "
+                    "Playbook's single-node tensor-parallel runs, which stop speeding up below about 4.4 ms "
+                    "per layer and micro-batch whatever the tensor-parallel degree or hidden size), both "
+                    "point 10-20x above the 10 us prior",
         source="ASSUMPTION, prior 10 us: PyTorch eager dispatch plus cudaLaunchKernel (A. Gray, 'Getting "
                "Started with CUDA Graphs', NVIDIA blog, 2019, puts the bare launch at a few us) for the one to "
                "three kernels a modelled op stands for; this project's own fit of the NeuSight GEMM rows puts "
