@@ -30,12 +30,20 @@ class Parameter:
     prior_log_sigma: float = 0.5  # width of the log-normal prior used by calibrate()
     group_defaults: tuple[tuple[str, float], ...] = ()  # ((group, default), ...): sourced in `source`
     poolable: bool = True  # False: a group its rows do not determine keeps the prior, not the groups' median
+    # where calibrate() starts the parameter when the profile has no value (None: its default).  A
+    # parameter that enters the model through a larger-of (the host's dispatch against the GPU's work)
+    # has no gradient where it does not bind, so a fit started below every row's binding point can
+    # never find it; started where it binds, rows that do not show it pull it down until it stops
+    # binding (and, undetermined, it returns to its prior or pooled centre).  The prior stays `default`.
+    fit_start: float | None = None
 
     def __post_init__(self):
         for group, value in (("", self.default), *self.group_defaults):
             if not self.low <= value <= self.high:
                 raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
                                  f"outside [{self.low}, {self.high}]")
+        if self.fit_start is not None and not self.low <= self.fit_start <= self.high:
+            raise ValueError(f"parameter {self.name}: fit_start {self.fit_start} outside [{self.low}, {self.high}]")
 
     @property
     def pools(self) -> bool:
@@ -229,8 +237,10 @@ _TABLE = (
                "torch's on Grace hosts; the bound 300 us allows a counted kernel to stand for a few kernels of a "
                "slow runtime (TensorFlow 1 graphs split a layer norm or a GELU into several ops); fitted per framework by calibrate on "
                "training rows.  An estimate at a value its framework's rows did not determine counts it "
-               "uncertain by x2 at one standard error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA)",
-        per="framework"),
+               "uncertain by x2 at one standard error (perfmodel.models.compute.HOST_PRIOR_LOG_SIGMA).  "
+               "calibrate starts it at 150 us (fit_start), where the host-bound rows of both stacks bind: "
+               "from 10 us the pass's larger-of has no gradient and the fit cannot reach them",
+        per="framework", fit_start=1.5e-4),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

@@ -184,13 +184,15 @@ def _transform(parameter):
 
 
 def _fit_stage(rows, keys, profile, catalog, prior=None, max_evaluations=MAX_EVALUATIONS):
-    """Fit ``keys`` on ``rows`` from ``profile``'s values; ``prior`` maps keys to prior centres
-    (default: the profile's value, else the declared default)."""
+    """Fit ``keys`` on ``rows`` from ``profile``'s values (a key the profile lacks starts at its
+    parameter's ``fit_start`` when it has one); ``prior`` maps keys to prior centres (default: the
+    profile's value, else the declared default)."""
     from scipy.optimize import least_squares
 
     parameters = [PARAMETERS[split_key(key)[0]] for key in keys]
     logs = np.array([_transform(p) for p in parameters])
-    start = np.array([profile.get(*split_key(key)) for key in keys], dtype=float)
+    start = np.array([profile.get(*split_key(key)) if key in profile.values or parameter.fit_start is None
+                      else parameter.fit_start for key, parameter in zip(keys, parameters)], dtype=float)
     if prior is None:
         prior = {key: profile.get(*split_key(key)) if key in profile.values else _registered_default(key)
                  for key in keys}
