@@ -183,3 +183,25 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
         said = [line for line in result.confidence["extrapolates"] if "host dispatch time" in line]
         assert bool(said) == (not determined)
     assert widths[False] > 1.05 * widths[True]
+
+
+def test_the_fit_starts_the_host_time_where_it_binds_and_finds_it_on_host_bound_rows():
+    """From the 10 us prior the pass's max(GPU, host) has no gradient on these rows, so the fit
+    cannot move; from fit_start (where they are host-bound) it finds the host time they need."""
+    import pytest
+
+    from perfmodel.calibration.fit import _fit_stage
+    from perfmodel.calibration.measurements import shipped_measurements
+    from perfmodel.parameters import Parameter
+
+    with pytest.raises(ValueError, match="fit_start"):
+        Parameter(name="x", default=1.0, low=0.0, high=2.0, unit="", description="", source="", fit_start=3.0)
+    rows = shipped_measurements().query("framework == 'nanotron' and tp == 8 and micro_batch == 1")
+    assert len(rows) == 3
+    key = "host_dispatch_time[nanotron]"
+    catalog = load_catalog(include_env=False)
+    from_start, _, ratio, _, _ = _fit_stage(rows, [key], CalibrationProfile(), catalog, max_evaluations=10)
+    from_prior, _, _, _, _ = _fit_stage(rows, [key], CalibrationProfile(values={key: HOST.default}), catalog,
+                                        max_evaluations=10)
+    assert from_prior[key] == pytest.approx(HOST.default)  # stuck: no gradient below the binding point
+    assert from_start[key] > 5 * HOST.default and ratio[key] < 0.5  # found, and determined by the rows
