@@ -4,6 +4,7 @@ determine it (partial pooling, ``Parameter.pools``) and is refitted on its own r
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,6 +136,18 @@ def test_host_log_error_is_the_fitted_relative_error_else_the_prior_spread():
     assert host_log_error(undetermined, "megatron") == HOST_PRIOR_LOG_SIGMA
 
 
+@pytest.mark.parametrize("relative_error", [0.05, 0.5, 1.4, 3.0])
+def test_a_pooled_host_time_is_never_less_certain_than_the_prior_spread(relative_error):
+    """A stack whose own rows did not determine its host time (partially pooled) carries its
+    posterior's spread where its rows narrowed it, and never more than an unfitted stack's."""
+    pooled = _with_error(1.07e-4, relative_error).model_copy(
+        update={"provenance": {"pooled": ["host_dispatch_time[megatron]"]}})
+    assert pooled.pooled("host_dispatch_time", "megatron") and not pooled.prior_only("host_dispatch_time", "megatron")
+    assert host_log_error(pooled, "megatron") == pytest.approx(min(relative_error, HOST_PRIOR_LOG_SIGMA))
+    # a value its own rows determined keeps the fit's error, however wide
+    assert host_log_error(_with_error(1.07e-4, relative_error), "megatron") == pytest.approx(relative_error)
+
+
 @settings(max_examples=25, deadline=None)
 @given(value=HOST_TIMES, small=st.floats(0.0, 2.0), large=st.floats(0.0, 2.0))
 def test_host_sensitivity_grows_with_the_host_time_error(value, small, large):
@@ -183,6 +196,24 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
         said = [line for line in result.confidence["extrapolates"] if "host dispatch time" in line]
         assert bool(said) == (not determined)
     assert widths[False] > 1.05 * widths[True]
+
+
+def test_the_confidence_line_says_a_pooled_host_time_is_pooled_and_counts_it_at_the_prior_spread():
+    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
+                             "vocab": 51200},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
+                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    shipped = default_profile()
+    key, value = "host_dispatch_time[megatron]", 1.5e-4
+    not_determined = [name for name in shipped.provenance.get("not_determined", []) if name != key]
+    pooled = sorted({*shipped.provenance.get("pooled", []), key})
+    profile = shipped.model_copy(update={
+        "values": {**shipped.values, key: value}, "uncertainty": {**shipped.uncertainty, key: 2 * value},
+        "provenance": {**shipped.provenance, "not_determined": not_determined, "pooled": pooled}})
+    said = [line for line in estimate(scenario, profile=profile).confidence["extrapolates"]
+            if "host dispatch time" in line]
+    assert len(said) == 1 and "pooled over the stacks whose rows determine it" in said[0]
+    assert "150 us per kernel x 2.00" in said[0]  # the prior spread, not the box prior's x3
 
 
 def test_the_fit_starts_the_host_time_where_it_binds_and_finds_it_on_host_bound_rows():

@@ -167,6 +167,12 @@ class CalibrationProfile(BaseModel):
         key = self._applying_key(name, group)
         return key not in self.values or key in self.provenance.get("not_determined", ())
 
+    def pooled(self, name: str, group: str | None = None) -> bool:
+        """Whether the value :meth:`get` returns for ``group`` was partially pooled: its own rows did
+        not determine it, so it is the typical group's value moved as far as they pull it (listed in
+        ``provenance['pooled']``, :mod:`perfmodel.calibration.fit`)."""
+        return self._applying_key(name, group) in self.provenance.get("pooled", ())
+
     def _applying_key(self, name: str, group: str | None) -> str:
         """The key whose value :meth:`get` would use if fitted: ``name[group]`` when the profile has
         it, else the pooled ``name``."""

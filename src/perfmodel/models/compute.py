@@ -249,10 +249,15 @@ HOST_PRIOR_LOG_SIGMA = math.log(2.0)
 
 def host_log_error(profile: CalibrationProfile, framework: str | None) -> float:
     """One standard error, in log space, of ``framework``'s ``host_dispatch_time``: its fitted
-    relative error when rows determined it, else :data:`HOST_PRIOR_LOG_SIGMA`."""
+    relative error when rows determined it, else :data:`HOST_PRIOR_LOG_SIGMA`.  A partially pooled
+    value (the framework's own rows did not determine it) takes the smaller of the two: its
+    posterior width is the fit's wide box prior wherever its rows say nothing, which is not a
+    statement about the stack."""
     fitted = None if profile.prior_only("host_dispatch_time", framework) else \
         profile.log_error("host_dispatch_time", framework)
-    return HOST_PRIOR_LOG_SIGMA if fitted is None else fitted
+    if fitted is None:
+        return HOST_PRIOR_LOG_SIGMA
+    return min(fitted, HOST_PRIOR_LOG_SIGMA) if profile.pooled("host_dispatch_time", framework) else fitted
 
 
 def queued_time(gpu_seconds, launches, host_dispatch_s):
