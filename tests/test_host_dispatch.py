@@ -21,6 +21,11 @@ from perfmodel.workloads.transformer import transformer
 CLUSTER = load_catalog().cluster(gpu="A100-SXM4-80GB", num_gpus=8)
 SMALL = transformer(layers=24, hidden=1024, heads=16, seq_len=2048, vocab=51200)
 HOST = PARAMETERS["host_dispatch_time"]
+# SMALL at TP 8 with one sequence per micro-batch, as a scenario: every pass is host-bound
+HOST_BOUND_MEGATRON = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
+                                    "vocab": 51200},
+                       "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
+                       "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
 
 
 def test_which_parameters_pool():
@@ -96,10 +101,7 @@ def test_prior_only_says_which_values_no_row_fitted():
 
 
 def test_a_host_bound_estimate_at_a_prior_host_time_says_so():
-    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
-                             "vocab": 51200},
-                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
-                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    scenario = HOST_BOUND_MEGATRON
     values = {"host_dispatch_time[megatron]": 2e-4, "framework_compute_efficiency[megatron]": 1.0}
     prior = CalibrationProfile(values=values, provenance={"not_determined": ["host_dispatch_time[megatron]"]})
     fitted = CalibrationProfile(values=values)
@@ -178,10 +180,7 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
     """The same host-bound job: its interval is wider when the stack's host time is a prior the
     rows did not determine (x2 at one error) than when rows fitted it tightly (1 %), and the
     confidence line says why."""
-    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
-                             "vocab": 51200},
-                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
-                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    scenario = HOST_BOUND_MEGATRON
     shipped = default_profile()
     key, value = "host_dispatch_time[megatron]", 2e-5
     widths = {}
@@ -199,10 +198,7 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
 
 
 def test_the_confidence_line_says_a_pooled_host_time_is_pooled_and_counts_it_at_the_prior_spread():
-    scenario = {"workload": {"model": "transformer", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 2048,
-                             "vocab": 51200},
-                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
-                "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+    scenario = HOST_BOUND_MEGATRON
     shipped = default_profile()
     key, value = "host_dispatch_time[megatron]", 1.5e-4
     not_determined = [name for name in shipped.provenance.get("not_determined", []) if name != key]
