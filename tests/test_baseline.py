@@ -8,6 +8,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import sqlite3
 import tempfile
 import uuid
 
@@ -358,3 +359,29 @@ def test_cli_add_list_compare(tmp_path, capsys):
     assert _cli(["baseline", "compare", str(same), "--db", db, "--threshold", "5%"]) == 0
     assert "0 regression(s)" in capsys.readouterr().out
     assert _cli(["baseline", "compare", str(slower), "--db", db, "--threshold", "0.2"]) == 0
+
+
+class _FlakyCursor:
+    """A cursor whose first ``busy`` executions fail as SQLite does when a lock it needs is held."""
+
+    def __init__(self, busy: int, message: str = "database is locked"):
+        self.busy, self.message, self.calls = busy, message, 0
+
+    def execute(self, statement):
+        self.calls += 1
+        if self.calls <= self.busy:
+            raise sqlite3.OperationalError(self.message)
+
+
+def test_switching_a_new_file_to_wal_waits_for_the_other_opener_instead_of_failing():
+    """Two first opens of one new file: SQLite answers one of them 'database is locked' without
+    waiting (its busy handler would risk a deadlock), so the switch to WAL retries it."""
+    from perfmodel.baseline import _switch_to_wal
+
+    cursor = _FlakyCursor(busy=3)
+    _switch_to_wal(cursor)
+    assert cursor.calls == 4
+    other = _FlakyCursor(busy=1, message="disk I/O error")  # anything but a lock is not retried
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        _switch_to_wal(other)
+    assert other.calls == 1

@@ -358,15 +358,43 @@ def _tables():
     return metadata, version, measurements
 
 
+SQLITE_BUSY_TIMEOUT_S = 60.0
+"""How long a connection waits for another one's lock before it reports the database locked."""
+
+
 def _sqlite_connect(dbapi_connection, _record) -> None:
     """WAL journal (readers never block the writer), a 60 s busy wait for the write lock, full
     fsync at commit; transactions are begun explicitly by :func:`_sqlite_begin`."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout = 60000")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+    _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous = FULL")
     cursor.close()
+
+
+def _switch_to_wal(cursor) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the lock it needs.
+
+    Switching a new database file to WAL takes its exclusive lock.  When two processes open the
+    same new file at once, each holds a shared lock and wants the exclusive one, and SQLite then
+    returns SQLITE_BUSY at once instead of calling the busy handler, since waiting could deadlock
+    (SQLite C API, ``sqlite3_busy_handler``).  One of them succeeds; the other retries here within
+    the same timeout the busy handler would have given it."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    delay_s = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() + delay_s > deadline:
+                raise
+            time.sleep(delay_s)
+            delay_s = min(2 * delay_s, 0.5)
 
 
 def _sqlite_begin(connection) -> None:
