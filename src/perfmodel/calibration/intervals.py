@@ -1005,9 +1005,12 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
                             f"its prior width counts, in the share the measured rows leave open")
     if host >= HOST_STATED_LOG_CHANGE:
         value = profile.get("host_dispatch_time", framework)
-        known = ("its prior" if profile.prior_only("host_dispatch_time", framework)
-                 else "pooled over the stacks whose rows determine it" if profile.pooled("host_dispatch_time", framework)
-                 else "fitted")
+        if profile.prior_only("host_dispatch_time", framework):
+            known = "its prior"
+        elif profile.pooled("host_dispatch_time", framework):
+            known = "pooled over the stacks whose rows determine it"
+        else:
+            known = "fitted"
         extrapolates.append(
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
             f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
