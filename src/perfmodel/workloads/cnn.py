@@ -13,7 +13,8 @@ A layer table is a list of rows (dicts), one per op, in execution order.  Shapes
   any normalisation with a per-channel scale and shift: batch or instance norm).
 * ``{op: pool, mode: max | avg, channels, input_size, kernel, stride, padding: 0}``.
 * ``{op: fc, in_features, out_features, bias: true}``.
-* ``{op: loss, classes}`` - softmax cross entropy (fp32) over ``classes`` outputs per sample.
+* ``{op: loss, classes}`` - softmax cross entropy (fp32) over ``classes`` outputs per sample
+  (:func:`perfmodel.workloads.workload.cross_entropy_op`, rows short enough to stay on chip).
 
 Every row may carry ``name``, ``shared: true`` on a conv or fc whose weights another op already
 holds (a detection head applied to every pyramid level: its work counts at every level, its
@@ -32,8 +33,8 @@ from math import prod
 
 import numpy as np
 
-from perfmodel.workloads.workload import (LOSS_FLOPS, NORM_FLOPS, OpSpec, Workload, activation_bytes,
-                                          build_table, plan_arrays, positive_int)
+from perfmodel.workloads.workload import (NORM_FLOPS, OpSpec, Workload, activation_bytes, build_table,
+                                          cross_entropy_op, plan_arrays, positive_int)
 
 __all__ = ["cnn", "cnn_ops", "conv_output_size", "bottleneck", "CNN_OPS"]
 
@@ -131,8 +132,7 @@ def _op(row: dict, b, A: int) -> OpSpec:
                       bytes=A * (b * (cin + cout) + params), params=params, saved_bytes=keep_input * A * b * cin)
     if op == "loss":
         elements = b * row["classes"]
-        return OpSpec(name, "loss", "post", fp32=True, flops=LOSS_FLOPS * elements, bytes=(A + 4) * elements,
-                      saved_bytes=4 * elements)
+        return cross_entropy_op(name, elements, A)  # a head's rows (classes per sample, anchor, voxel) stay on chip
     if op == "pool":
         elements_in = b * row["channels"] * prod(row["input_size"])
         elements_out = b * row["channels"] * prod(_out_size(row))

@@ -73,6 +73,8 @@ class OpTable:
       single-kernel op);
       ``params``: parameters held per GPU (a count, not bytes);
       ``saved_bytes``: activation bytes kept for the backward pass (no recomputation).
+      ``bytes_backward``: backward bytes read + written, where the op counts them itself (default
+      :data:`BACKWARD_BYTES_FACTOR` x ``bytes``).
     Columns of length ``n_ops`` (floats): ``kernels_forward``, ``kernels_backward``: kernels one
     instance of the op launches per pass (default 1 forward, :data:`BACKWARD_KERNELS` backward).
     """
@@ -97,6 +99,7 @@ class OpTable:
     kernels_forward: np.ndarray | None = None
     kernels_backward: np.ndarray | None = None
     column_parallel: np.ndarray | None = None
+    bytes_backward: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
@@ -105,6 +108,8 @@ class OpTable:
                 object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
         if self.pass_bytes is None:
             object.__setattr__(self, "pass_bytes", np.zeros_like(self.bytes))
+        if self.bytes_backward is None:
+            object.__setattr__(self, "bytes_backward", self.bytes * BACKWARD_BYTES_FACTOR)
         if self.kernels_forward is None:
             object.__setattr__(self, "kernels_forward", np.ones(n_ops))
         if self.kernels_backward is None:
@@ -119,7 +124,8 @@ class OpTable:
         bad_place = set(self.placement) - set(PLACEMENTS)
         if bad_place:
             raise ValueError(f"OpTable: unknown placements {sorted(bad_place)}; allowed: {', '.join(PLACEMENTS)}")
-        for column in ("m", "n", "k", "batch_gemms", "flops", "bytes", "pass_bytes", "params", "saved_bytes"):
+        for column in ("m", "n", "k", "batch_gemms", "flops", "bytes", "pass_bytes", "params", "saved_bytes",
+                       "bytes_backward"):
             value = getattr(self, column)
             if value.shape != (n_ops, *self.plan_shape):
                 raise ValueError(f"OpTable column {column!r} has shape {value.shape}, "
@@ -158,9 +164,11 @@ class OpTable:
         return self.flops * factor.reshape((len(self),) + (1,) * len(self.plan_shape))
 
     def backward_bytes(self) -> np.ndarray:
-        """Backward bytes per op instance: GEMM-like ops move about what the forward moved
-        twice (two GEMMs), memory-bound ops read the gradient and saved input and write one."""
-        return self.bytes * BACKWARD_BYTES_FACTOR
+        """Backward bytes per op instance: the op's own count where it gives one (``bytes_backward``:
+        the loss's kernels), else :data:`BACKWARD_BYTES_FACTOR` x the forward bytes (GEMM-like ops
+        move about what the forward moved twice, memory-bound ops read the gradient and saved input
+        and write one)."""
+        return self.bytes_backward
 
     def backward_pass_bytes(self) -> np.ndarray:
         """Backward bytes of the side kernels (``pass_bytes`` by :data:`BACKWARD_BYTES_FACTOR`:

@@ -84,8 +84,8 @@ from functools import partial
 import numpy as np
 
 from perfmodel.workloads.workload import (GELU_FLOPS, LOSS_FLOPS, NORM_FLOPS, RESIDUAL_FLOPS, SWIGLU_FLOPS,
-                                          OpSpec, Workload, activation_bytes, build_table, plan_arrays,
-                                          positive_int)
+                                          OpSpec, Workload, activation_bytes, build_table, cross_entropy_op,
+                                          plan_arrays, positive_int)
 
 __all__ = ["TransformerShape", "transformer", "transformer_ops", "moe_all_to_all_bytes", "ARCHS",
            "MOE_ALL_TO_ALLS_PER_LAYER"]
@@ -477,7 +477,7 @@ def _post_ops(shape, b, t, T, R, A, matmul, norm):
     if shape.arch == "vit":  # final norm on every token, classifier on the class token
         return [norm("final_norm", T, "post"),
                 matmul("head", b, V, h, V * h + V, A * b * h, "post"),
-                _loss(b * V, A)]
+                cross_entropy_op("loss", b * V, A, row_length=V)]
     if shape.arch == "txl":
         return _adaptive_softmax(shape, t, T, A, matmul)
     decoder_bias = V / t if shape.arch == "bert" else 0
@@ -491,7 +491,7 @@ def _post_ops(shape, b, t, T, R, A, matmul, norm):
                matmul("nsp", b, 2, h, 2 * h + 2, A * b * h, "post")]
     else:
         ops = [norm("final_norm", R, "post")]
-    return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), _loss(T * V / t, A)]
+    return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), cross_entropy_op("loss", T * V / t, A, row_length=V / t)]
 
 
 def _adaptive_clusters(shape: TransformerShape) -> list[tuple[int, int]]:
@@ -523,14 +523,9 @@ def _adaptive_softmax(shape, t, T, A, matmul):
     ops = []
     if shape.adaptive_div > 1:
         ops.append(matmul("softmax_proj", T, h, h, h * h, A * T * h, "post"))
-    return ops + [matmul("logits", T, head / t, h, params / t, A * T * h, "post"), _loss(T * head / t, A)]
+    return ops + [matmul("logits", T, head / t, h, params / t, A * T * h, "post"), cross_entropy_op("loss", T * head / t, A, row_length=head / t)]
 
 
-def _loss(elements, A):
-    """Softmax cross entropy in fp32: reads the logits, writes the fp32 probabilities it keeps
-    for backward (Korthikanti et al. 2022, Sec. 4.3: 4 s b V / t bytes)."""
-    return OpSpec("loss", "loss", "post", fp32=True, flops=LOSS_FLOPS * elements,
-                  bytes=(A + 4) * elements, saved_bytes=4 * elements)
 
 
 def _explain_invalid(shape: TransformerShape, t, c):

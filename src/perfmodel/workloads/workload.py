@@ -18,10 +18,10 @@ import numpy as np
 
 from perfmodel.inputs import INTEGER_LIMITS, excerpt
 from perfmodel.vocabulary import ACTIVATION_BYTES, TRAIN_PRECISIONS
-from perfmodel.workloads.ops import OpTable, backward_kernels
+from perfmodel.workloads.ops import BACKWARD_BYTES_FACTOR, OpTable, backward_kernels
 
 __all__ = ["PRECISIONS", "ACTIVATION_BYTES", "MODEL_FLOP_KINDS", "OpSpec", "Workload",
-           "activation_bytes", "plan_arrays", "build_table", "positive_int"]
+           "activation_bytes", "plan_arrays", "build_table", "positive_int", "cross_entropy_op"]
 
 PRECISIONS = TRAIN_PRECISIONS
 # Op kinds whose FLOPs are "model FLOPs" as MFU counts them (PaLM, Chowdhery et al. 2022, App. B):
@@ -35,6 +35,42 @@ GELU_FLOPS = 8  # tanh approximation: cube, 2 multiply-adds, tanh, add, 2 multip
 SWIGLU_FLOPS = 4  # silu(g) * u = g / (1 + exp(-g)) * u: exp, add, divide, multiply
 RESIDUAL_FLOPS = 2  # dropout scale + residual add
 LOSS_FLOPS = 5  # softmax cross entropy: max, subtract, exp, sum, log
+
+# A softmax row whose fp32 logits fit in one thread block's shared memory is read once; a longer
+# one (a language model's vocabulary) is read three times: for its maximum, for its sum of
+# exponentials and to write the output (PyTorch aten/src/ATen/native/cuda/SoftMax.cu: rows of up
+# to 1,024 elements run the persistent warp softmax, longer ones cunn_SoftMaxForward, whose row no
+# longer stays on chip beyond the 48 KiB of static shared memory a block gets).
+SOFTMAX_ON_CHIP_ROW_BYTES = 48 * 1024
+
+
+def cross_entropy_op(name: str, elements, A: int, row_length=None, placement: str = "post") -> OpSpec:
+    """Softmax cross entropy over ``elements`` logits per micro-batch (rows of ``row_length``
+    logits; None: rows short enough to stay on chip, a CNN head's classes), as PyTorch runs it
+    under mixed precision: ``cross_entropy``, ``log_softmax`` and ``nll_loss`` autocast to fp32
+    (PyTorch AMP op reference, "CUDA Ops that can autocast to float32"; Megatron-LM casts the
+    logits with ``.float()`` before its vocab-parallel cross entropy likewise), so with 16-bit
+    activations (``A`` < 4 bytes) the logits are cast up first and the gradient cast back last.
+
+    Bytes per logit (a row is read once on chip, three times when long: :data:`SOFTMAX_ON_CHIP_ROW_BYTES`):
+
+    - forward: cast ``A + 4``; log-softmax ``4 + 4`` or ``12 + 4`` (reads, then writes the fp32 output it keeps
+      for backward; Korthikanti et al. 2022, Sec. 4.3: ``4 s b V / t`` bytes); the target gather is
+      negligible;
+    - backward: the fp32 input gradient of ``nll_loss``, zero-filled (4); the log-softmax backward
+      reads the gradient for its row sum (a long row: a pass of its own, 4) and with the saved
+      output writes the input gradient (12); cast back ``4 + A``.
+
+    Kernels: cast (16-bit only), log-softmax and gather forward; zero fill, scatter, log-softmax
+    backward and the cast back (16-bit only) backward.  Fused cross-entropy kernels (a Triton loss
+    that never writes the probabilities) move less; they are not modelled."""
+    cast = A < 4
+    long_rows = row_length is not None and 4.0 * np.asarray(row_length, dtype=float) > SOFTMAX_ON_CHIP_ROW_BYTES
+    forward = cast * (A + 4) + 4 * np.where(long_rows, 3.0, 1.0) + 4
+    backward = 4 + 4 * long_rows + 12 + cast * (4 + A)
+    return OpSpec(name, "loss", placement, fp32=True, flops=LOSS_FLOPS * elements, bytes=forward * elements,
+                  bytes_backward=backward * elements, saved_bytes=4 * elements,
+                  kernels_forward=2.0 + cast, kernels_backward=3.0 + cast)
 
 
 def positive_int(value, field_name: str) -> int:
@@ -94,6 +130,7 @@ class OpSpec:
     kernels_forward: float = 1.0  # kernels one instance launches forward
     kernels_backward: float | None = None  # ... backward; None: by kind (ops.backward_kernels)
     column_parallel: bool = False  # a column-parallel GEMM: its input gradient is all-reduced over TP backward
+    bytes_backward: object = None  # backward bytes; None: ops.BACKWARD_BYTES_FACTOR x bytes
 
 
 def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...]) -> OpTable:
@@ -113,6 +150,9 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         expert=np.array([op.expert for op in ops], dtype=bool),
         implicit=np.array([op.implicit for op in ops], dtype=bool), pass_bytes=column("pass_bytes"),
         column_parallel=np.array([op.column_parallel for op in ops], dtype=bool),
+        bytes_backward=np.stack([np.broadcast_to(np.asarray(BACKWARD_BYTES_FACTOR * op.bytes if op.bytes_backward is None
+                                                            else op.bytes_backward, dtype=float), plan_shape)
+                                 for op in ops]),
         kernels_forward=np.array([op.kernels_forward for op in ops], dtype=float),
         kernels_backward=np.where([op.kernels_backward is None for op in ops],
                                   backward_kernels([op.kind for op in ops]),
