@@ -149,6 +149,67 @@ def test_fp32_doubles_activation_bytes():
     assert all(bf16.fp32[bf16.name.index(op)] for op in ("attn_norm", "final_norm", "loss"))
 
 
+# --- the loss's kernels ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision, forward, backward", [
+    ("bf16", 6 + 12 + 4, 4 + 4 + 12 + 6),   # cast up; max, sum and output passes; zero fill, sum pass, cast back
+    ("fp16", 6 + 12 + 4, 4 + 4 + 12 + 6),
+    ("fp32", 12 + 4, 4 + 4 + 12),           # no casts
+])
+def test_a_vocabulary_long_cross_entropy_moves_what_pytorchs_kernels_move(precision, forward, backward):
+    workload = get_workload("gpt3-125m")  # 50,257 logits a row: 201 KB in fp32, not on chip
+    table = workload.ops(2, precision=precision)
+    loss = table.name.index("loss")
+    logits = 2 * workload.shape.seq_len * workload.shape.vocab
+    assert table.bytes[loss] == pytest.approx(forward * logits, rel=1e-12)
+    assert table.backward_bytes()[loss] == pytest.approx(backward * logits, rel=1e-12)
+    assert table.saved_bytes[loss] == 4 * logits  # the fp32 log-probabilities (Korthikanti et al. 2022)
+    cast = precision != "fp32"
+    assert (table.kernels_forward[loss], table.kernels_backward[loss]) == (2 + cast, 3 + cast)
+
+
+def test_short_softmax_rows_are_read_once_and_tensor_parallelism_can_bring_the_vocabulary_on_chip():
+    resnet = get_workload("resnet50").ops(4, precision="fp16")  # 1,000 classes a row
+    loss = resnet.name.index("loss")
+    assert resnet.bytes[loss] == (6 + 4 + 4) * 4 * 1000
+    assert resnet.backward_bytes()[loss] == (4 + 12 + 6) * 4 * 1000
+    gpt = get_workload("gpt3-350m")  # 16 heads: tp up to 16
+    per_logit = {tp: float(table.bytes[table.name.index("loss")]) / (gpt.shape.seq_len * gpt.shape.vocab / tp)
+                 for tp in (1, 2, 4, 8)
+                 for table in [gpt.ops(1, tp=tp, precision="bf16")]}
+    # 50,257 / 8 = 6,282 fp32 logits a row = 25 KB: on chip; / 4 = 50 KB: not
+    assert per_logit == pytest.approx({1: 22.0, 2: 22.0, 4: 22.0, 8: 14.0})
+
+
+@pytest.mark.parametrize("seq_len, masked", [(128, 20), (512, 77)])  # run_pretraining's max_predictions 20 / 80
+def test_berts_masked_lm_head_runs_at_the_masked_positions_only(seq_len, masked):
+    workload = workload_from_spec(WorkloadSpec(model="bert-large", seq_len=seq_len))
+    table = workload.ops(8, precision="fp16")
+    m = dict(zip(table.name, table.m))
+    assert m["mlm_dense"] == m["logits"] == 8 * masked      # ceil(15 % of the tokens), Devlin et al. 2019
+    assert m["qkv"] == 8 * seq_len                            # the encoder runs every token
+    loss = table.name.index("loss")
+    assert table.saved_bytes[loss] == 4 * 8 * masked * 30522
+    from perfmodel.models.memory import output_layer_bytes
+    every = output_layer_bytes(seq_len, 8, 1024, 30522, bytes_per_value=2)
+    masked_only = output_layer_bytes(seq_len, 8, 1024, 30522, bytes_per_value=2, logit_positions=masked)
+    assert every - masked_only == pytest.approx(4 * 8 * (seq_len - masked) * 30522)
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 64), tp=st.sampled_from([1, 2, 4, 8]), precision=st.sampled_from(["bf16", "fp16", "fp32"]))
+def test_the_losss_traffic_grows_with_the_batch_and_its_backward_moves_more_than_its_forward(b, tp, precision):
+    workload = get_workload("llama3-8b")
+    one, more = (workload.ops(n, tp=tp, precision=precision) for n in (b, b + 1))
+    loss = one.name.index("loss")
+    assert more.bytes[loss] > one.bytes[loss] and more.backward_bytes()[loss] > one.backward_bytes()[loss]
+    assert one.backward_bytes()[loss] > one.bytes[loss]
+    # every other op keeps the rule: backward moves twice the forward bytes
+    others = [i for i in range(len(one)) if i != loss]
+    assert np.array_equal(one.backward_bytes()[others], 2 * one.bytes[others])
+
+
 # --- vectorization contract ---------------------------------------------------------------------
 
 COLUMNS = ("m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes")

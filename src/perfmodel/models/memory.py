@@ -189,15 +189,17 @@ def embedding_dropout_bytes(seq_len, micro_batch, hidden, tp=1, cp=1, sequence_p
 
 
 def output_layer_bytes(seq_len, micro_batch, hidden, vocab, tp=1, cp=1, sequence_parallel=False,
-                       bytes_per_value=2.0):
+                       bytes_per_value=2.0, logit_positions=None):
     """Last stage, one micro-batch: final layer-norm input and output-projection input
     (``2sbh`` each, ``/t`` with SP, at ``bytes_per_value``) plus the logits kept by the
     cross-entropy loss in fp32, ``4 s b V / t`` (vocab-parallel; Korthikanti et al. 2022 Sec. 4.3:
-    ``4sbh/t (1 + V/h)`` in all with SP).  ``/cp``."""
+    ``4sbh/t (1 + V/h)`` in all with SP).  ``/cp``.  ``logit_positions``: positions per sequence
+    with logits (None: all ``seq_len``; BERT: its masked positions), which scale the loss term."""
     t = np.asarray(tp, dtype=float)
     t_sp = np.where(sequence_parallel, t, 1.0)
     sb = np.asarray(seq_len, dtype=float) / cp * micro_batch
-    return 2.0 * sb * hidden * bytes_per_value / t_sp + 4.0 * sb * vocab / t
+    share = 1.0 if logit_positions is None else np.divide(logit_positions, seq_len)
+    return 2.0 * sb * hidden * bytes_per_value / t_sp + 4.0 * sb * share * vocab / t
 
 
 def cnn_activation_bytes(table):
@@ -379,7 +381,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
         kept[stage] = _by_strategy(codes, rc.kept_bytes, *sizes, every=every)
         working[stage] = _by_strategy(codes, rc.working_bytes, *sizes, every=every)
     embedding = embedding_dropout_bytes(shape.seq_len, mb, shape.hidden, tp, cp, sp > 0)
-    logits = output_layer_bytes(shape.seq_len, mb, shape.hidden, shape.vocab, tp, cp, sp > 0, bpv)
+    logits = output_layer_bytes(shape.seq_len, mb, shape.hidden, shape.vocab, tp, cp, sp > 0, bpv,
+                                logit_positions=shape.logit_positions)
     single = pp == 1
     if params_local is None:
         pre = table.total("params", placement="pre")[inverse]

@@ -34,8 +34,8 @@ heads of size ``d = h/a``, MLP width ``f`` and tensor-parallel degree ``t``:
 Architecture conventions: ``gpt`` (Megatron GPT: learned positions, LayerNorm, biases, dropout,
 causal, tied output), ``llama`` (RoPE, RMSNorm, no biases, no dropout, untied output), ``bert``
 (post-LN encoder, learned positions over 512 tokens plus token types, embedding LayerNorm,
-dropout, bidirectional, MLM + NSP pretraining heads with the decoder tied to the word embedding;
-Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned positions,
+dropout, bidirectional, MLM + NSP pretraining heads with the decoder tied to the word embedding,
+the MLM head at the 15 % masked positions only; Devlin et al. 2019) and ``vit`` (patch embedding as a GEMM, class token, learned positions,
 classifier on the class token; Dosovitskiy et al. 2021; no dropout, as in the timm recipes).
 RoPE and bias-add costs are not modelled (fused into neighbouring kernels).
 
@@ -94,6 +94,11 @@ ARCHS = ("gpt", "llama", "bert", "vit", "txl", "encdec")
 FFN_ACTS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 BERT_MAX_POSITIONS = 512  # BERT's learned position table (Devlin et al. 2019, Sec. 3 / A.2)
+# BERT masks 15 % of the tokens and predicts only those (Devlin et al. 2019, Sec. 3.1); its masked-LM
+# head runs at the masked positions alone: the reference code gathers them before the transform and
+# the tied decoder (google-research/bert run_pretraining.py gather_indexes, up to max_predictions_per_seq
+# = 20 at 128 tokens and 80 at 512), as NVIDIA's implementations do (dense_seq_output).
+BERT_MASKED_SHARE = 0.15
 # dispatch + combine in the forward pass, their gradients in the backward pass (GShard, Lepikhin
 # et al. 2021, Sec. 2.2; Megatron-Core MoE token dispatcher)
 MOE_ALL_TO_ALLS_PER_LAYER = 4
@@ -200,6 +205,12 @@ class TransformerShape:
     @property
     def position_table(self) -> bool:
         return self.arch in ("gpt", "bert") if self.learned_positions is None else self.learned_positions
+
+    @property
+    def logit_positions(self) -> float:
+        """Positions of a sequence whose output logits (and loss) are computed: all ``seq_len``, or
+        BERT's masked positions, ``ceil(BERT_MASKED_SHARE x seq_len)``."""
+        return float(np.ceil(BERT_MASKED_SHARE * self.seq_len)) if self.arch == "bert" else float(self.seq_len)
 
     @property
     def moe(self) -> bool:
@@ -482,16 +493,18 @@ def _post_ops(shape, b, t, T, R, A, matmul, norm):
         return _adaptive_softmax(shape, t, T, A, matmul)
     decoder_bias = V / t if shape.arch == "bert" else 0
     logits_params = (0 if shape.tied_embeddings else V * h / t) + decoder_bias
+    P = T * shape.logit_positions / shape.seq_len  # tokens whose logits are computed (BERT: the masked)
     if shape.arch == "bert":  # MLM transform (dense, GELU, LayerNorm), tied decoder; pooler + NSP
-        ops = [matmul("mlm_dense", T, h, h, h * h + h, A * T * h, "post"),
-               OpSpec("mlm_act", "elementwise", "post", flops=GELU_FLOPS * T * h, bytes=2 * A * T * h,
-                      saved_bytes=A * T * h),
-               norm("mlm_norm", T, "post"),
+        ops = [matmul("mlm_dense", P, h, h, h * h + h, A * P * h, "post"),
+               OpSpec("mlm_act", "elementwise", "post", flops=GELU_FLOPS * P * h, bytes=2 * A * P * h,
+                      saved_bytes=A * P * h),
+               norm("mlm_norm", P, "post"),
                matmul("pooler", b, h, h, h * h + h, A * b * h, "post"),
                matmul("nsp", b, 2, h, 2 * h + 2, A * b * h, "post")]
     else:
         ops = [norm("final_norm", R, "post")]
-    return ops + [matmul("logits", T, V / t, h, logits_params, A * T * h, "post"), cross_entropy_op("loss", T * V / t, A, row_length=V / t)]
+    return ops + [matmul("logits", P, V / t, h, logits_params, A * P * h, "post"),
+                  cross_entropy_op("loss", P * V / t, A, row_length=V / t)]
 
 
 def _adaptive_clusters(shape: TransformerShape) -> list[tuple[int, int]]:
