@@ -36,11 +36,11 @@ SWIGLU_FLOPS = 4  # silu(g) * u = g / (1 + exp(-g)) * u: exp, add, divide, multi
 RESIDUAL_FLOPS = 2  # dropout scale + residual add
 LOSS_FLOPS = 5  # softmax cross entropy: max, subtract, exp, sum, log
 
-# A softmax row whose fp32 logits fit in one thread block's shared memory is read once; a longer
-# one (a language model's vocabulary) is read three times: for its maximum, for its sum of
-# exponentials and to write the output (PyTorch aten/src/ATen/native/cuda/SoftMax.cu: rows of up
-# to 1,024 elements run the persistent warp softmax, longer ones cunn_SoftMaxForward, whose row no
-# longer stays on chip beyond the 48 KiB of static shared memory a block gets).
+# A softmax row that stays on chip is read once; a longer one (a language model's vocabulary) is
+# read three times: for its maximum, for its sum of exponentials and to write the output (PyTorch
+# aten/src/ATen/native/cuda/SoftMax.cu: rows of up to 1,024 elements run a persistent warp kernel,
+# longer ones a block per row that reduces over the row twice before it writes).  ASSUMPTION: a
+# row stays on chip while its fp32 values fit in the 48 KiB of shared memory a block gets.
 SOFTMAX_ON_CHIP_ROW_BYTES = 48 * 1024
 
 
