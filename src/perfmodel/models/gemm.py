@@ -68,8 +68,14 @@ TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64), (64
 NVIDIA's Matrix Multiplication Background User's Guide ("Tile Quantization") and the smaller
 CUTLASS SGEMM threadblock shapes down to 32x32."""
 
-SPLITS = (1, 2, 4, 8, 16)
-"""Split-k factors (CUTLASS split-k serial/parallel reduction)."""
+SPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""Split-k factors (CUTLASS split-k serial/parallel reduction).  Up to 256: an output of a few
+tiles over a k of 30,000-60,000 (a GEMV-like ``nn.Linear``, or a weight gradient whose k is every
+token of the batch) fills the GPU only when k is split that finely; with 16 at most, NeuSight's
+rows of that kind came out 4-7x too slow on A100 and V100 (V100 42 x 38 x 51,973: 95 us measured,
+523 us predicted).  With 256, the GEMM set's MAPE under the session-21 profile went 20.5 -> 19.6 %;
+kernel stage refitted (``scripts/gemm_accuracy.py --subsample 4``): k-fold 20.5 -> 20.0 %, leave one
+GPU out 34.4 -> 33.7 % (A100 25.1 -> 23.4 %, V100 27.8 -> 26.3 %)."""
 
 LARGEST_TILE_EDGE = min(1.0 / tm + 1.0 / tn for tm, tn in TILES)
 """Edge share ``1/tm + 1/tn`` of the largest tile: the efficiencies are that tile's rate, and a
