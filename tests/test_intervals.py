@@ -243,6 +243,40 @@ def test_a_parameter_on_an_unfitted_architecture_is_more_uncertain_than_on_any_f
     assert iv.parameter_variance(PROFILE, "gemm", "Blackwell") == pytest.approx((0.05 / 0.8) ** 2 + (0.02 / 0.8) ** 2)
 
 
+def test_a_later_stage_value_fitted_on_the_architecture_absorbs_the_earlier_ones_error():
+    # the training stage fits sustained_clock_fraction[Ampere] with the kernel stage's efficiency held:
+    # a step on Ampere is uncertain by the clock's own error only, whatever the efficiency's
+    clock_only = (0.03 / 0.8) ** 2
+    assert iv.parameter_variance(PROFILE, "train", "Ampere") == pytest.approx(clock_only)
+    vague = PROFILE.model_copy(update={"uncertainty": {**PROFILE.uncertainty,
+                                                       "gemm_tensor_core_efficiency[Ampere]": 0.4}})
+    assert iv.parameter_variance(vague, "train", "Ampere") == pytest.approx(clock_only)
+    assert iv.parameter_variance(vague, "gemm", "Ampere") == pytest.approx((0.4 / 0.8) ** 2)
+    # a pooled clock (its own rows did not determine it) absorbs nothing: both terms count
+    pooled = vague.model_copy(update={"provenance": {"pooled": ["sustained_clock_fraction[Ampere]"]}})
+    assert iv.parameter_variance(pooled, "train", "Ampere") == pytest.approx((0.4 / 0.8) ** 2 + clock_only)
+    # a clock at its bound: its Laplace error means nothing there (the bound term charges its prior)
+    at_bound = vague.model_copy(update={"values": {**vague.values, "sustained_clock_fraction[Ampere]": 1.0}})
+    assert iv.parameter_variance(at_bound, "train", "Ampere") == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(0.001, 0.5), st.floats(0.001, 0.5), st.sampled_from(["Ampere", "Hopper", "Blackwell", "Volta"]),
+       st.booleans())
+def test_the_propagated_variance_is_at_most_the_sum_of_the_marginal_ones(efficiency_error, clock_error, architecture,
+                                                                          clock_pooled):
+    profile = PROFILE.model_copy(update={
+        "uncertainty": {**PROFILE.uncertainty, f"gemm_tensor_core_efficiency[{architecture}]": efficiency_error * 0.8,
+                        f"sustained_clock_fraction[{architecture}]": clock_error * 0.8},
+        "provenance": {"pooled": [f"sustained_clock_fraction[{architecture}]"] if clock_pooled else []}})
+    marginal = sum(iv._relative_variance(profile, name, architecture) for name in iv.DEPENDS["train"])
+    p = float(iv.parameter_variance(profile, "train", architecture))
+    assert 0.0 <= p <= marginal * (1 + 1e-12)
+    fitted_clock = f"sustained_clock_fraction[{architecture}]" in profile.values and not clock_pooled
+    assert p == pytest.approx(marginal if not fitted_clock else clock_error ** 2 * (0.8 / profile.values[
+        f"sustained_clock_fraction[{architecture}]"]) ** 2)
+
+
 def test_leave_group_out_never_fits_a_row_of_the_group_it_predicts(monkeypatch):
     from perfmodel.calibration import fit
     from perfmodel.calibration.coverage import leave_group_out
