@@ -104,6 +104,52 @@ def test_an_architecture_with_no_rows_gets_a_wider_interval_than_a_measured_one(
         assert high_u / low_u > high_m / low_m
 
 
+def family_cv(n=1200, spread={"transformer": 0.06, "cnn": 0.25}, seed=1):
+    """A cross-validated frame of one architecture's rows whose log ratios spread ``spread[family]``
+    (normal), half of each workload family, and its row context."""
+    rng = np.random.default_rng(seed)
+    family = rng.choice(list(spread), n)
+    frame, context = synthetic_cv(n=n, noise=0.0, seed=seed)
+    log_ratio = np.array([spread[f] for f in family]) * rng.standard_normal(n)
+    frame = frame.assign(gpu="A100-SXM4-80GB", metric="samples_per_s", measured=frame["predicted"] * np.exp(log_ratio))
+    context = context.assign(architecture="Ampere", family=family, framework="pytorch")
+    return frame, context
+
+
+def test_each_workload_family_gets_the_spread_of_its_own_rows():
+    frame, context = family_cv()
+    model = iv.fit_interval_model(frame, PROFILE, context)
+    width = {f: np.divide(*iv.ratio_bounds(model, PROFILE, "train", "Ampere", family=f)[::-1])
+             for f in ("transformer", "cnn", None)}
+    assert width["cnn"] > 2.0 ** 0.5 * width["transformer"]
+    assert width["transformer"] < width[None] < width["cnn"]  # an unknown family: the pooled rows
+    # out of sample, each family's own rows are covered near nominal (one band for both would cover
+    # the transformers' nearly all and the CNNs' about half)
+    scored = held_out_intervals(frame, context, PROFILE)
+    for name in ("transformer", "cnn"):
+        assert 0.72 <= coverage(scored[context["family"] == name], 0.8) <= 0.88, name
+    # the text names the family's rows
+    text = iv.confidence(model, PROFILE, "train", "Ampere", family="cnn")["text"]
+    assert "of cnn models" in text
+
+
+def test_a_family_with_few_rows_is_shrunk_towards_the_kind():
+    frame, context = family_cv(n=800, spread={"transformer": 0.06, "cnn": 0.06})
+    cnn = np.flatnonzero(context["family"].to_numpy() == "cnn")
+    keep = np.ones(len(frame), dtype=bool)
+    keep[cnn[5:]] = False  # five CNN rows, far off
+    frame = frame.copy()
+    shifts = np.array([0.5, -0.5, 0.3, -0.3, 0.0])
+    frame.loc[frame.index[cnn[:5]], "measured"] = frame["predicted"].to_numpy()[cnn[:5]] * np.exp(shifts)
+    model = iv.fit_interval_model(frame[keep], PROFILE, context[keep])
+    kind, node = model["kinds"]["train"], model["kinds"]["train"]["families"]["cnn"]
+    own = iv._robust(shifts)[1]
+    weight = 5 / (5 + iv.N0)
+    assert node["n"] == 5
+    assert node["variance"] == pytest.approx(weight * own + (1 - weight) * kind["variance"], rel=0.05)
+    assert kind["variance"] < node["variance"] < own
+
+
 def test_scale_outside_the_fitted_range_and_assumed_inputs_widen_the_interval():
     frame, context = synthetic_cv()
     model = iv.fit_interval_model(frame, PROFILE, context)

@@ -78,7 +78,7 @@ def tie_band(profile, workload, cluster) -> float:
     band = float(np.log1p(PLAN_TIE_FRACTION))
     low, high = time_bounds(profile, 1.0, cluster.gpu.architecture, cluster.num_gpus, workload.params,
                             workload.tokens_per_sample or np.nan,
-                            assumed={"fabric": True} if cluster.assumed else None)
+                            assumed={"fabric": True} if cluster.assumed else None, family=workload.family)
     half = (np.log(float(high)) - np.log(float(low))) / 2
     return min(band, half) if np.isfinite(half) and half > 0 else band
 

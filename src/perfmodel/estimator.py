@@ -211,7 +211,8 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
     context = {"architecture": cluster.gpu.architecture, "gpu": cluster.gpu.name, "num_gpus": cluster.num_gpus,
                "model_params": workload.params, "seq_len": workload.tokens_per_sample or float("nan"),
                "assumed": {name: True for name in assumed} or None, "host": value["host_log_sensitivity"],
-               "shares": {column: float(value[column]) for column in SHARE_COLUMNS}, "attention": attention}
+               "shares": {column: float(value[column]) for column in SHARE_COLUMNS}, "attention": attention,
+               "family": workload.family}
     low, high = (float(v) for v in time_bounds(profile, step, **context))
     if np.isfinite(low) and np.isfinite(high):
         estimate.interval_80 = {"step_time_low_s": low, "step_time_high_s": high,
@@ -223,7 +224,8 @@ def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, ru
             model, profile, "train", cluster.gpu.architecture, num_gpus=cluster.num_gpus,
             model_params=workload.params, seq_len=workload.tokens_per_sample,
             assumed=assumed or None, gpu=cluster.gpu.name, host=value["host_log_sensitivity"],
-            framework=base["assumptions"].get("framework"), shares=context["shares"], attention=attention)
+            framework=base["assumptions"].get("framework"), shares=context["shares"], attention=attention,
+            family=workload.family)
     totals = run_totals(run, workload, value["samples_per_s"], cluster.num_gpus)
     if totals is not None:
         estimate.time_to_train_s, estimate.gpu_hours = totals["time_to_train_s"], totals["gpu_hours"]

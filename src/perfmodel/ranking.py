@@ -284,7 +284,8 @@ def _priced_row(base, best, inst, gpu, nodes, pricing, samples, workload, scenar
         profile, wall, gpu.architecture, num_gpus=num_gpus, model_params=workload.params,
         seq_len=workload.tokens_per_sample or np.nan, gpu=gpu.name, host=float(best["host_log_sensitivity"]),
         shares={column: float(best[column]) for column in SHARE_COLUMNS}, attention=float(best[ATTENTION_COLUMN]),
-        assumed={"framework": True} if profile.framework_pooled(scenario.framework) else None))
+        assumed={"framework": True} if profile.framework_pooled(scenario.framework) else None,
+        family=workload.family))
     row.update(
         feasible=True, reasons="", ideal_time_s=ideal, time_to_train_s=wall, checkpoint_time_s=checkpoint,
         time_to_train_low_s=low, time_to_train_high_s=high,

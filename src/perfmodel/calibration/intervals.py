@@ -186,18 +186,19 @@ def gpu_bucket(num_gpus):
     return np.asarray(BUCKETS, dtype=object)[_bucket_codes(num_gpus)]
 
 
-def _model_params(rows) -> np.ndarray:
-    """Parameter count of each row's model: the ``params`` of the workload the train predictor
-    builds from the row (:mod:`perfmodel.calibration.row_workload`, the same
-    ``Workload.params`` that :func:`perfmodel.estimate` passes for an estimate, so rows and
-    estimates are placed on one scale axis); NaN for rows without a model or whose model cannot
-    be built."""
+def _workload_facts(rows) -> tuple[np.ndarray, np.ndarray]:
+    """(parameter count, workload family) of each row's model: the ``params`` and ``family``
+    ('transformer' | 'cnn') of the workload the train predictor builds from the row
+    (:mod:`perfmodel.calibration.row_workload`, the same ``Workload`` attributes that
+    :func:`perfmodel.estimate` passes for an estimate, so rows and estimates are placed alike);
+    NaN and None for rows without a model or whose model cannot be built."""
     from perfmodel.calibration.row_workload import workload_of_spec, workload_spec
 
-    out = np.full(len(rows), np.nan)
+    params = np.full(len(rows), np.nan)
+    family = np.full(len(rows), None, dtype=object)
     if "model" not in rows:
-        return out
-    known: dict[str, float] = {}
+        return params, family
+    known: dict[str, tuple[float, str | None]] = {}
     named = np.flatnonzero(rows["model"].map(lambda m: isinstance(m, str) and bool(m.strip())).to_numpy(dtype=bool))
     for i in named:
         row = rows.iloc[i]
@@ -207,11 +208,12 @@ def _model_params(rows) -> np.ndarray:
             continue
         if spec not in known:
             try:
-                known[spec] = float(workload_of_spec(spec).params)
+                workload = workload_of_spec(spec)
+                known[spec] = (float(workload.params), workload.family)
             except (ValueError, KeyError, TypeError):
-                known[spec] = np.nan
-        out[i] = known[spec]
-    return out
+                known[spec] = (np.nan, None)
+        params[i], family[i] = known[spec]
+    return params, family
 
 
 # kinds whose rows come from many sources: source-grouped cross-validation holds out all rows of
@@ -224,19 +226,21 @@ SOURCE_GROUPED_KINDS = ("train", "collective")
 
 def row_context(measurements, catalog):
     """The context columns of measurement rows (same index): gpu, architecture, num_gpus,
-    model_params, seq_len, framework (family), fabric (the inter-node link, else the intra-node
-    one), source."""
+    model_params, family (the workload's: transformer or cnn), seq_len, framework (family),
+    fabric (the inter-node link, else the intra-node one), source."""
     import pandas as pd
 
     def column(name):
         return measurements[name] if name in measurements else pd.Series(np.nan, index=measurements.index)
 
     fabric = column("inter").where(column("inter").notna(), column("intra"))
+    params, family = _workload_facts(measurements)
     return pd.DataFrame({
         "gpu": canonical_gpus(measurements["gpu"], catalog),
         "architecture": architectures(measurements["gpu"], catalog),
         "num_gpus": pd.to_numeric(column("num_gpus"), errors="coerce"),
-        "model_params": _model_params(measurements),
+        "model_params": params,
+        "family": family,
         "seq_len": pd.to_numeric(column("seq_len"), errors="coerce"),
         "framework": column("framework").map(framework_family),
         "fabric": fabric.astype(object).where(fabric.notna(), None),
@@ -511,15 +515,32 @@ def _student_t(probabilities, dof):
     return t.ppf(probabilities, df=max(dof, 1))
 
 
-def _tree(r, p, arch, bucket, pooled, n0) -> dict:
-    """The kind's node, its architectures' nodes and their GPU-count buckets' nodes."""
-    entry = {**_node(r, p, pooled, n0), "architectures": {}, "tau": {}, "scale": {}}
+def _branch(parent: dict, r, p, arch, bucket, n0) -> dict:
+    """``parent``'s architectures' nodes and their GPU-count buckets' nodes (each shrunk towards
+    the node above it), in ``parent["architectures"]``."""
+    parent["architectures"] = {}
     for name in sorted({a for a in arch if a is not None}):
         in_arch = arch == name
-        node = _node(r[in_arch], p[in_arch], entry, n0)
+        node = _node(r[in_arch], p[in_arch], parent, n0)
         node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
                            for b in sorted(set(bucket[in_arch]))}
-        entry["architectures"][name] = node
+        parent["architectures"][name] = node
+    return parent
+
+
+def _tree(r, p, arch, bucket, pooled, n0, family=None) -> dict:
+    """The kind's node, its architectures' nodes and their GPU-count buckets' nodes; with
+    ``family`` (each row's workload family, None: unknown), also ``families``: a node per family
+    with its own architectures and buckets below it, the nearest rows of an estimate whose
+    family is known (convolutional networks' held-out errors spread about twice as far as
+    transformers' on one architecture)."""
+    entry = _branch({**_node(r, p, pooled, n0), "tau": {}, "scale": {}}, r, p, arch, bucket, n0)
+    if family is not None:
+        entry["families"] = {}
+        for name in sorted({f for f in family if f is not None}):
+            mine = family == name
+            entry["families"][name] = _branch(_node(r[mine], p[mine], entry, n0), r[mine], p[mine], arch[mine],
+                                              bucket[mine], n0)
     return entry
 
 
@@ -539,7 +560,7 @@ def _gpu_rows(counts: dict, gpus) -> np.ndarray:
 
 
 def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, tau_gpu: float = 0.0,
-                    groups=None, folds: int = CROSS_FIT_FOLDS) -> np.ndarray:
+                    groups=None, folds: int = CROSS_FIT_FOLDS, family=None) -> np.ndarray:
     """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
     ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
     the nodes did not see, not the smaller in-sample spread around nodes fitted to it.  ``groups``
@@ -563,8 +584,9 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
         held = order == fold
         if held.all():
             continue
-        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0)
-        bias, variance = _lookup(entry, arch[held], codes[held])
+        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0,
+                      None if family is None else family[~held])
+        bias, variance = _lookup(entry, arch[held], codes[held], None if family is None else family[held])
         seen = np.array([a in entry["architectures"] for a in arch[held]], dtype=bool)
         counts = _counts(gpu[~held])
         extra = _extrapolation(tau_architecture, tau_gpu, n0, seen, _gpu_rows(counts, gpu[held]))
@@ -618,6 +640,8 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     arch_all = info["architecture"].to_numpy(dtype=object)
     gpu_all = info["gpu"].to_numpy(dtype=object) if "gpu" in info else np.full(len(info), None, dtype=object)
     source_all = info["source"].to_numpy(dtype=object) if "source" in info else None
+    family_all = np.array([f if isinstance(f, str) else None for f in info["family"]] if "family" in info
+                          else [None] * len(info), dtype=object)
     kinds = scored["kind"].to_numpy(dtype=object)
     p_all = parameter_variance(profile, kinds, arch_all)
     if HOST_COLUMN in scored:
@@ -631,20 +655,21 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     pooled = _node(r_all, p_all)  # every kind together: the prior of a kind with few rows
     for kind in sorted(set(kinds)):
         mask = kinds == kind
-        r, p, arch, bucket = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask]
+        r, p, arch, bucket, family = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], family_all[mask]
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
-        entry = _tree(r, p, arch, bucket, pooled, n0)
+        entry = _tree(r, p, arch, bucket, pooled, n0, family)
         shares = {c: scored[c].to_numpy(dtype=float)[mask] for c in SHARE_COLUMNS if c in scored}
         if shares and any(np.isfinite(v).any() for v in shares.values()):
             # a step makeup beyond the fitted rows' (train rows): its term joins p, and the nodes
             # are refitted so that v is the spread beyond it
-            bias, variance = _lookup(entry, arch, np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp))
+            bias, variance = _lookup(entry, arch, np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp),
+                                     family)
             groups = source_families(info["source"])[mask] if "source" in info else None
             share_entry, u = _share_term(shares, groups, r, bias, variance + p)
             p = p + (share_entry["log_sigma"] * u) ** 2
             p_all[mask] = p
-            entry = _tree(r, p, arch, bucket, pooled, n0)
+            entry = _tree(r, p, arch, bucket, pooled, n0, family)
             entry["shares"] = share_entry
         entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
@@ -675,7 +700,8 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
                      and len(_counts(source_all[mask])) >= CROSS_FIT_FOLDS)
         groups = source_all[mask] if by_source else None
         z = _cross_fitted_z(r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], pooled, n0,
-                            entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups)
+                            entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups,
+                            family=family_all[mask])
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
         empirical = np.quantile(z, GRID) if z.size else t
@@ -746,24 +772,33 @@ def _share_gpu_term(model: dict, measured_kinds) -> None:
         entry["tau"]["gpu"] = max(shared, default=0.0)
 
 
-def _node_table(entry: dict, archs) -> tuple[np.ndarray, np.ndarray]:
+def _node_table(entry: dict, archs, family=None) -> tuple[np.ndarray, np.ndarray]:
     """(bias, variance) tables [architecture, bucket] of the deepest node each reaches:
-    kind > architecture > GPU-count bucket."""
+    kind > (workload family, when the model has rows of it) > architecture > GPU-count bucket."""
+    root = entry.get("families", {}).get(family, entry) if family is not None else entry
     bias = np.empty((len(archs), len(BUCKETS)))
     variance = np.empty_like(bias)
     for i, a in enumerate(archs):
         for j, b in enumerate(BUCKETS):
-            node = entry["architectures"].get(a)
-            node = entry if node is None else node["buckets"].get(b, node)
+            node = root["architectures"].get(a)
+            node = root if node is None else node["buckets"].get(b, node)
             bias[i, j], variance[i, j] = node["bias"], node["variance"]
     return bias, variance
 
 
-def _lookup(entry: dict, arch, bucket_codes):
-    """(bias, variance) of each estimate (arrays of architecture and GPU-count bucket code)."""
+def _lookup(entry: dict, arch, bucket_codes, family=None):
+    """(bias, variance) of each estimate (arrays of architecture, GPU-count bucket code and
+    workload family; family None: not known)."""
+    arch = np.asarray(arch, dtype=object)
     arch_codes, archs = _factorize(arch)
-    bias, variance = _node_table(entry, archs)
-    return bias[arch_codes, bucket_codes], variance[arch_codes, bucket_codes]
+    family_codes, families = _factorize(None if family is None else family, arch.shape)
+    bias, variance = np.empty(arch.shape), np.empty(arch.shape)
+    for index, name in enumerate(families):
+        mine = family_codes == index
+        table_bias, table_variance = _node_table(entry, archs, name)
+        bias[mine] = table_bias[arch_codes[mine], bucket_codes[mine]]
+        variance[mine] = table_variance[arch_codes[mine], bucket_codes[mine]]
+    return bias, variance
 
 
 # ---------------------------------------------------------------- evaluating it
@@ -776,11 +811,11 @@ def _check_level(level) -> float:
 
 
 def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu=None,
-              host=0.0, shares=None, attention=0.0):
+              host=0.0, shares=None, attention=0.0, family=None):
     """(pieces of :func:`log_sigma`, kind codes, kinds): the work of one evaluation, done once
-    per distinct kind, architecture and GPU and vectorized over estimates."""
+    per distinct kind, architecture, workload family and GPU and vectorized over estimates."""
     shape = np.broadcast_shapes(*(np.shape(v) for v in (kind, architecture, num_gpus, model_params, seq_len, gpu,
-                                                        host, attention)),
+                                                        host, attention, family)),
                                 *(np.shape(flag) for flag in (assumed or {}).values()),
                                 *(np.shape(share) for share in (shares or {}).values()))
     unknown = set(assumed or {}) - set(ASSUMABLE)
@@ -794,6 +829,7 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
     if missing:
         raise ValueError(f"the interval model has no kind {missing[0]!r}; it has {', '.join(sorted(model['kinds']))}")
     arch_codes, archs = _factorize(architecture, shape)
+    family_codes, families = _factorize(family, shape)
     gpu_codes, gpus = _factorize(gpu, shape)
     bucket_codes = np.broadcast_to(_bucket_codes(num_gpus), shape)
     logs = {name: np.broadcast_to(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)), shape)
@@ -809,9 +845,11 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
         entry = model["kinds"][name]
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
         codes = arch_codes[mask]
-        bias, variance = _node_table(entry, archs)
-        out["bias"][mask] = bias[codes, bucket_codes[mask]] + shift[mask]
-        out["residual"][mask] = variance[codes, bucket_codes[mask]]
+        for family_index, family_name in enumerate(families):
+            mine = mask & (family_codes == family_index)
+            bias, variance = _node_table(entry, archs, family_name)
+            out["bias"][mine] = bias[arch_codes[mine], bucket_codes[mine]] + shift[mine]
+            out["residual"][mine] = variance[arch_codes[mine], bucket_codes[mine]]
         tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
         out["architecture"][mask] = tau[codes]
         # a GPU model with few rows: the excess beyond the architecture term (the larger of the two counts)
@@ -843,7 +881,8 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
 
 
 def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_params=np.nan,
-              seq_len=np.nan, assumed=None, gpu=None, host=0.0, shares=None, attention=0.0) -> dict[str, np.ndarray]:
+              seq_len=np.nan, assumed=None, gpu=None, host=0.0, shares=None, attention=0.0,
+              family=None) -> dict[str, np.ndarray]:
     """The pieces of each estimate's log-ratio spread (arrays broadcast together): ``bias``,
     ``residual`` (v), ``parameters`` (p), ``host`` (the host dispatch time's part of p:
     :func:`host_variance` of ``host``, each estimate's :func:`perfmodel.chain.host_log_sensitivity`),
@@ -855,24 +894,26 @@ def log_sigma(model: dict, profile, kind, architecture, num_gpus=np.nan, model_p
     ``scale``, ``assumed`` and ``shares`` (extrapolation variances; ``shares``: a step makeup
     beyond the fitted rows', :func:`untested_share`) and ``total`` (sqrt of their sum: sigma).
     ``gpu``: the GPU name of each estimate (None: not known, no GPU term); ``shares``: the chain's
-    step shares by :data:`SHARE_COLUMNS` name (None: no share term)."""
+    step shares by :data:`SHARE_COLUMNS` name (None: no share term); ``family``: each estimate's
+    workload family ('transformer' | 'cnn'; None: not known, the kind's architecture nodes)."""
     return _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len, assumed, gpu, host,
-                     shares, attention)[0]
+                     shares, attention, family)[0]
 
 
 def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL, num_gpus=np.nan,
                  model_params=np.nan, seq_len=np.nan, assumed=None, gpu=None,
-                 host=0.0, shares=None, attention=0.0) -> tuple[np.ndarray, np.ndarray]:
+                 host=0.0, shares=None, attention=0.0, family=None) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) ratio bounds in rate orientation of the central ``level`` interval of each
     estimate: ``exp(b + sigma z_(1-level)/2)``, ``exp(b + sigma z_(1+level)/2)``.  Arrays broadcast;
     ``assumed`` maps an input of :data:`ASSUMABLE` to a bool (array): that input was a default;
     ``gpu``: GPU names (None: not known, no GPU-model term); ``host``: each estimate's
     :func:`perfmodel.chain.host_log_sensitivity` (0: the host time cannot move it); ``shares``: the
     chain's step shares by :data:`SHARE_COLUMNS` name (None: no share term); ``attention``: each
-    estimate's :data:`ATTENTION_COLUMN` (0: its attention kernel was known)."""
+    estimate's :data:`ATTENTION_COLUMN` (0: its attention kernel was known); ``family``: the
+    workload family of each estimate (None: not known)."""
     level = _check_level(level)
     parts, kind_codes, kinds = _evaluate(model, profile, kind, architecture, num_gpus, model_params, seq_len,
-                                         assumed, gpu, host, shares, attention)
+                                         assumed, gpu, host, shares, attention, family)
     grid = np.asarray(model["grid"])
     z = np.array([np.interp([(1 - level) / 2, (1 + level) / 2], grid, model["kinds"][k]["z"]) for k in kinds])
     low = np.exp(parts["bias"] + parts["total"] * z[kind_codes, 0])
@@ -882,18 +923,19 @@ def ratio_bounds(model: dict, profile, kind, architecture, level: float = LEVEL,
 
 def time_bounds(profile, time_s, architecture, num_gpus=np.nan, model_params=np.nan, seq_len=np.nan,
                 assumed=None, level: float = LEVEL, kind: str = "train", gpu=None, host=0.0, shares=None,
-                attention=0.0):
+                attention=0.0, family=None):
     """(low, high) of predicted times (step time, time to train; arrays broadcast) of training
     estimates, for ``estimate``/``search``/``rank``: from the profile's interval model when it has
     one, else from its ``kind[architecture]`` ratio table (80 % only), else (NaN, NaN).  ``host``:
     the chain's ``host_log_sensitivity`` of each estimate; ``shares``: its step shares
     (``share_<group>`` outputs of the chain, by :data:`SHARE_COLUMNS` name); ``attention``: its
-    :data:`ATTENTION_COLUMN` (0: attention kernel known)."""
+    :data:`ATTENTION_COLUMN` (0: attention kernel known); ``family``: the workload's family
+    (``Workload.family``)."""
     time_s = np.asarray(time_s, dtype=float)
     model = profile.provenance.get("interval_model")
     if model is not None and kind in model["kinds"]:
         ratio_low, ratio_high = ratio_bounds(model, profile, kind, architecture, level, num_gpus, model_params,
-                                             seq_len, assumed, gpu, host, shares, attention)
+                                             seq_len, assumed, gpu, host, shares, attention, family)
     else:
         if level != LEVEL:
             raise ValueError(f"the profile has only {LEVEL:.0%} intervals (no interval model); refit it with "
@@ -938,7 +980,9 @@ def interval_columns(frame, context, profile, model=None, levels=(0.5, 0.8, 0.95
                 info["gpu"].to_numpy(dtype=object)[known] if "gpu" in info else None,
                 frame[HOST_COLUMN].to_numpy(dtype=float)[known] if HOST_COLUMN in frame else 0.0,
                 {c: frame[c].to_numpy(dtype=float)[known] for c in SHARE_COLUMNS if c in frame},
-                frame[ATTENTION_COLUMN].to_numpy(dtype=float)[known] if ATTENTION_COLUMN in frame else 0.0)
+                frame[ATTENTION_COLUMN].to_numpy(dtype=float)[known] if ATTENTION_COLUMN in frame else 0.0,
+                np.array([f if isinstance(f, str) else None for f in info["family"]], dtype=object)[known]
+                if "family" in info else None)
             low[known], high[known] = bounds(frame["metric"].to_numpy(dtype=object)[known],
                                              frame["predicted"].to_numpy(dtype=float)[known], r_low, r_high)
         out[f"low_{tag}"], out[f"high_{tag}"] = low, high
@@ -998,7 +1042,7 @@ def interval_table(model: dict, profile) -> dict[str, tuple[float, float]]:
 def confidence(model: dict, profile, kind: str, architecture: str | None, num_gpus=None, model_params=None,
                seq_len=None, assumed: dict[str, str] | None = None, rows=None, level: float = LEVEL,
                gpu: str | None = None, host: float = 0.0, framework: str | None = None,
-               shares: dict[str, float] | None = None, attention: float = 0.0) -> dict:
+               shares: dict[str, float] | None = None, attention: float = 0.0, family: str | None = None) -> dict:
     """Why an estimate's interval is as wide as it is: a JSON-able dict with ``assumed`` (input ->
     the value assumed), ``extrapolates`` (one line per step beyond the data), ``measured_rows``
     (rows of this kind on this architecture and their median error), ``nearest`` (up to 3
@@ -1008,16 +1052,17 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     and ``text`` (one line for the CLI).  ``host``: the estimate's
     :func:`perfmodel.chain.host_log_sensitivity` under ``framework``'s host dispatch time;
     ``shares``: its step shares by :data:`SHARE_COLUMNS` name; ``attention``: its
-    :data:`ATTENTION_COLUMN` (the log change of the step if the assumed attention kernel is the other one)."""
+    :data:`ATTENTION_COLUMN` (the log change of the step if the assumed attention kernel is the other one);
+    ``family``: the workload's family (its rows' spread is the residual's)."""
     assumed = dict(assumed or {})
     flags = {name: True for name in assumed if name in ASSUMABLE}
     nan = float("nan")
     parts = log_sigma(model, profile, kind, architecture, nan if num_gpus is None else num_gpus,
                       nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags, gpu,
-                      host, shares, attention)
+                      host, shares, attention, family)
     low, high = ratio_bounds(model, profile, kind, architecture, level, nan if num_gpus is None else num_gpus,
                              nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
-                             gpu, host, shares, attention)
+                             gpu, host, shares, attention, family)
     entry = model["kinds"][kind]
     node = entry["architectures"].get(architecture)
     extrapolates = []
@@ -1067,11 +1112,15 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     nearest = []
     if rows is not None:
         nearest = _nearest(rows, kind, architecture, values, framework=framework)
-    measured = {"n": node["n"] if node else 0, "architecture": architecture,
+    family_node = entry.get("families", {}).get(family) if family is not None else None
+    family_rows = family_node["architectures"].get(architecture, {}).get("n", 0) if family_node else None
+    measured = {"n": node["n"] if node else 0, "architecture": architecture, "family": family,
+                "family_n": family_rows,
                 "median_error": _median_error(rows, kind, architecture) if rows is not None else None}
     width = float(high / low)
     text = (f"{round(100 * level)}% x{float(low):.2f}..x{float(high):.2f} (high/low {width:.2f}); "
             f"{measured['n']} {kind} rows on {architecture}"
+            + (f", {family_rows} of {family} models" if family_rows is not None else "")
             + (f" (median held-out error {measured['median_error']:.0%})" if measured["median_error"] is not None
                else "")
             + (f"; nearest measured: {nearest[0]['id']} ("
