@@ -7,9 +7,11 @@ stands: its measurement kind, GPU architecture, scale (GPU count, model size, se
 and which of its inputs were assumed.  ``r = b + sigma * z`` with
 
 * ``b``, the systematic bias, and the residual variance ``v`` of the *nearest cross-validated
-  rows*: all kinds, then the kind, then the kind on this architecture, then on this architecture
-  at this GPU-count bucket; each level is shrunk towards its parent with weight ``n / (n + n0)`` (a precision
-  weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
+  rows*: all kinds, then the kind, then (when the estimate's workload family is known and the
+  kind has rows of it) the kind's rows of that family -- transformers or convolutional networks,
+  whose held-out errors differ about twofold in spread --, then those on this architecture, then
+  on this architecture at this GPU-count bucket; each level is shrunk towards its parent with
+  weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
   Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
   the sum in quadrature of the relative standard errors of the efficiencies that scale the
