@@ -11,8 +11,9 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   kind has rows of it) the kind's rows of that family -- transformers or convolutional networks,
   whose held-out errors differ about twofold in spread --, then those on this architecture, then
   on this architecture at this GPU-count bucket; each level is shrunk towards its parent with
-  weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial pooling; Gelman et al., *Bayesian Data
-  Analysis*, 3rd ed., ch. 5), so a level with few rows says little;
+  weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial
+  pooling; Gelman et al., *Bayesian Data Analysis*, 3rd ed., ch. 5), so a level with few rows
+  says little;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
   the sum in quadrature of the relative standard errors of the efficiencies that scale the
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method), down
