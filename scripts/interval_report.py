@@ -148,9 +148,13 @@ def report(cache: Path, write: Path | None) -> int:
     for title, scored in studies:
         out += [f"### {title[0].upper() + title[1:]}", "", markdown(coverage_table(scored, "kind"), "kind"), ""]
         if "folds of sources" in title:
-            scored = scored.join(context[["architecture"]])
+            scored = scored.join(context[["architecture", "family"]])
             out += ["By architecture (same study):", "", markdown(coverage_table(scored, "architecture"),
                                                                    "architecture"), ""]
+            train = scored[scored["kind"] == "train"]
+            train = train.assign(group=train["architecture"].fillna("?") + " / " + train["family"].fillna("?"))
+            out += ["Training rows by architecture and workload family (same study):", "",
+                    markdown(coverage_table(train, "group"), "group"), ""]
         if title.startswith("leave one GPU out"):
             out += ["By held-out GPU:", "", markdown(coverage_table(scored, "gpu"), "gpu"), ""]
     if not studies:
