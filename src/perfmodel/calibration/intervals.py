@@ -10,8 +10,8 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   rows*: all kinds, then the kind, then (when the estimate's workload family is known and the
   kind has rows of it) the kind's rows of that family -- transformers or convolutional networks,
   whose errors held out by source spread about threefold apart (sigma 0.10 vs 0.31) --, then
-  those on this architecture, then on this architecture at this GPU-count bucket; each level is shrunk towards its parent with
-  weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial
+  those on this architecture, then on this architecture at this GPU-count bucket; each level is
+  shrunk towards its parent with weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial
   pooling; Gelman et al., *Bayesian Data Analysis*, 3rd ed., ch. 5), so a level with few rows
   says little;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
