@@ -42,6 +42,15 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 # ``framework``): each name groups the per-framework parameters of perfmodel.parameters
 # (``per="framework"``); an absent or unfitted framework gets the pooled value.
 #   megatron        NVIDIA Megatron-LM (Megatron-Core), PTD-P
+#   megatron-2019   Megatron-LM as released with Shoeybi et al. 2019 (arXiv:1909.08053): tensor
+#                   parallelism only, apex FP16_Optimizer, gradients all-reduced in fp16 after the
+#                   backward pass (its training loop's model.allreduce_params), tensor-parallel
+#                   input-gradient all-reduces synchronous (mpu _CopyToModelParallelRegion.backward);
+#                   before the PTD-P code base of Narayanan et al. 2021 (pipelines, fused
+#                   bias-GeLU / bias-dropout-add / scale-mask-softmax kernels, asynchronous
+#                   tensor-parallel all-reduce).  A stack of its own: on the shipped rows, the 2021-22
+#                   A100 Megatron-LM runs want no per-step overhead while the 2019 V100 runs, fitted
+#                   as one framework, pulled step_overhead[megatron] to 0.52 s
 #   nemo            NVIDIA NeMo (Megatron-Core based), including NVIDIA's MLPerf GPT-3 submissions
 #   deepspeed       Microsoft DeepSpeed (ZeRO), including Megatron-DeepSpeed
 #   fsdp            plain PyTorch FSDP training scripts (e.g. IBM fms-fsdp)
@@ -55,8 +64,8 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #   dle-mxnet       NVIDIA DeepLearningExamples MXNet recipes in NGC containers
 #   dle-paddle      NVIDIA DeepLearningExamples PaddlePaddle recipes in NGC containers
 #   tensorflow, jax other TensorFlow or JAX training code
-FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "nanotron", "pytorch",
-              "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
+FRAMEWORKS = ("megatron", "megatron-2019", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "nanotron",
+              "pytorch", "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
 
 # Whether a framework runs attention as one fused kernel (FlashAttention, Dao et al. 2022,
 # arXiv:2205.14135, or Transformer Engine's cuDNN fused attention) when a scenario or measurement
@@ -78,6 +87,7 @@ FRAMEWORKS = ("megatron", "nemo", "deepspeed", "fsdp", "composer", "torchtitan",
 #          default (fused on Ampere and newer), and the estimate lists it as an assumption
 #          (perfmodel.plans.flash_attention_assumed) whose other case widens the interval.
 FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True, "nanotron": True,
+                             "megatron-2019": False,
                              "dle-pytorch": False, "dle-tensorflow": False, "dle-mxnet": False,
                              "dle-paddle": False, "tensorflow": False}
 # The kernel a version-dependent framework is assumed to run when the plan does not say, where the
@@ -94,7 +104,7 @@ FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 # (NVIDIA/Megatron-LM megatron/training/arguments.py, default off), and the 2021 PTD-P runs predate
 # it.  Any other framework (NeMo's and torchtitan's tensor-parallel recipes turn it on, or none
 # stated) runs it whenever tp > 1.  The estimate lists the Megatron-LM default as an assumption.
-FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False}
+FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, "megatron-2019": False}
 
 # The ZeRO stage a framework runs when the plan does not say, for frameworks with a default of their
 # own (0: every data-parallel rank keeps the whole optimizer state; 3: parameters, gradients and
@@ -109,8 +119,8 @@ FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False}
 #      its default)
 # Any other framework (DeepSpeed, NeMo, Composer: their configs say; none stated) leaves the stage to
 # the plan choice.  The estimate lists the default as an assumption.
-FRAMEWORK_ZERO = {"megatron": 0, "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0, "dle-paddle": 0,
-                  "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
+FRAMEWORK_ZERO = {"megatron": 0, "megatron-2019": 0, "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0,
+                  "dle-paddle": 0, "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
 
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
@@ -128,7 +138,7 @@ ZERO3_REGATHER_ON_RECOMPUTE = ("deepspeed",)
 # (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel_config.py; Megatron-LM's
 # --overlap-grad-reduce and --overlap-param-gather are opt-in flags).  The others (PyTorch DDP's
 # bucketed all-reduce, FSDP, NeMo's recipes) overlap under dp_overlap.  ZeRO-3 is not affected.
-DP_REDUCE_AFTER_BACKWARD = ("megatron",)
+DP_REDUCE_AFTER_BACKWARD = ("megatron", "megatron-2019")
 
 # Frameworks whose tensor-parallel linear layers launch the column-parallel GEMM's input-gradient
 # all-reduce (reduce-scatter with sequence parallelism) asynchronously in the backward pass and
@@ -147,7 +157,7 @@ TP_DGRAD_OVERLAP = ("megatron", "nemo", "deepspeed")
 # (NVIDIA/Megatron-LM megatron/training/arguments.py: "accumulate and all-reduce gradients in fp32
 # for bfloat16 data type").  Other stacks (PyTorch AMP's DDP and FSDP: fp32 parameters) reduce
 # fp32 gradients: the gradient_reduce_bytes parameter.
-HALF_PRECISION_GRADIENT_REDUCE = ("megatron",)
+HALF_PRECISION_GRADIENT_REDUCE = ("megatron", "megatron-2019")
 
 # how free text (the measurement spec's ``framework`` column, e.g. "Megatron-LM (PTD-P)" or "PyTorch
 # (NGC 21.03)") names a framework: the first rule whose word occurs in the text (or, for the
@@ -155,7 +165,7 @@ HALF_PRECISION_GRADIENT_REDUCE = ("megatron",)
 # (NeMo and Megatron-DeepSpeed run on Megatron; Composer on FSDP)
 _FRAMEWORK_WORDS = (("nemo", "nemo"), ("deepspeed", "deepspeed"), ("torchtitan", "torchtitan"),
                     ("composer", "composer"), ("llm-foundry", "composer"), ("nanotron", "nanotron"),
-                    ("megatron", "megatron"),
+                    ("megatron-lm (2019)", "megatron-2019"), ("megatron", "megatron"),
                     ("fsdp", "fsdp"))
 _DLE_LANGUAGES = (("tensorflow", "dle-tensorflow"), ("tf1", "dle-tensorflow"), ("tf2", "dle-tensorflow"),
                   ("mxnet", "dle-mxnet"), ("paddle", "dle-paddle"), ("pytorch", "dle-pytorch"))
