@@ -370,16 +370,33 @@ def test_megatron_reduces_fp16_gradients_in_fp16_and_bf16_ones_in_fp32():
     plans = select(grid, check_plans(grid, workload, 8, 8) == 0)
     profile = CalibrationProfile()
     t_grad = {}
-    for framework, precision in (("megatron", "fp16"), ("megatron", "bf16"), ("fsdp", "fp16")):
+    cases = (("megatron", "fp16"), ("megatron", "bf16"), ("fsdp", "fp16"), ("megatron-2019", "fp16"))
+    for framework, precision in cases:
         result = run_chain(workload, cluster, plans, precision=precision, flash_attention=True, optimizer="adam",
                            profile=profile, framework=framework)
         t_grad[framework, precision] = result.steps["dp_comm"]["t_grad"]
         params = result.steps["compute"]["params_local"]
     links = comm.link_numbers(cluster, profile)
-    for precision_bytes, key in ((2.0, ("megatron", "fp16")), (4.0, ("megatron", "bf16")), (4.0, ("fsdp", "fp16"))):
+    for precision_bytes, key in ((2.0, ("megatron", "fp16")), (4.0, ("megatron", "bf16")), (4.0, ("fsdp", "fp16")),
+                                 (2.0, ("megatron-2019", "fp16"))):
         expected = comm.collective_time("all_reduce", params * precision_bytes, 8, 8, **links)
         np.testing.assert_allclose(t_grad[key], expected, rtol=1e-9)
     assert np.all(t_grad["megatron", "fp16"] < t_grad["megatron", "bf16"])
+
+
+def test_megatron_2019_exposes_every_tensor_parallel_all_reduce():
+    """Megatron-LM of 2019 all-reduced a column-parallel layer's input gradient synchronously (its
+    mpu's _CopyToModelParallelRegion.backward), so none of the backward all-reduces hides under a
+    weight-gradient GEMM: its tensor-parallel time is that of a stack without the overlap, and
+    longer than today's Megatron-LM's wherever the weight-gradient GEMMs can hide some of it."""
+    from perfmodel.vocabulary import TP_DGRAD_OVERLAP
+
+    assert "megatron-2019" not in TP_DGRAD_OVERLAP
+    out = _tp_chains(8192, CalibrationProfile(values={"tp_overlap_interference": 0.0}),
+                     frameworks=("megatron-2019", "megatron", "torchtitan"))
+    np.testing.assert_allclose(out["megatron-2019"].outputs["tp_comm_s"], out["torchtitan"].outputs["tp_comm_s"],
+                               rtol=1e-9)
+    assert np.all(out["megatron"].outputs["tp_comm_s"] < out["megatron-2019"].outputs["tp_comm_s"])
 
 
 def test_with_sequence_parallelism_megatron_exposes_the_output_gradient_all_gather():

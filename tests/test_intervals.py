@@ -68,15 +68,15 @@ def test_held_out_coverage_is_near_nominal_with_and_without_a_systematic_bias(bi
     assert width < np.exp(2 * 1.6 * 0.2 * 1.5)
 
 
-@pytest.mark.parametrize("by, lowest, widest", [("experiment", 0.70, 2.5), ("source", 0.65, 3.0)])
+@pytest.mark.parametrize("by, lowest, widest", [("experiment", 0.70, 2.5), ("source", 0.70, 5.0)])
 def test_shipped_collective_rows_are_covered_under_cross_validation(by, lowest, widest):
     """Coverage of shipped rows under 3-fold CV (a cheap fit: the link bandwidths and latencies,
     collective rows; NCCL's own protocol latencies, the priors, are below the measured floors),
     with interval models fitted on the other folds only.  Folds of sources (the default, every
     row's source unseen by both the parameters and the interval model) leave each interval model
-    only the ~7 sources of the other folds, one of which (63 of 234 rows) is far noisier than the
-    rest: its lower bound is 0.65 (0.69 measured with the bandwidths alone) and its intervals are
-    wider (2.73 measured), not hidden."""
+    only the ~7 sources of the other folds, whose medians this cheap fit leaves far apart: the
+    between-source variance the nodes add makes the intervals wide (4.4 measured; 2.7 without
+    it, at a coverage of 0.73 instead of 0.80), not hidden."""
     rows = shipped_measurements()
     rows = rows[rows["kind"] == "collective"]
     cv = cross_validate(rows, k=3, params=["link_bandwidth_efficiency", "link_latency"], catalog=CATALOG, by=by)
@@ -131,6 +131,58 @@ def test_each_workload_family_gets_the_spread_of_its_own_rows():
     # the text names the family's rows
     text = iv.confidence(model, PROFILE, "train", "Ampere", family="cnn")["text"]
     assert "of cnn models" in text
+
+
+def source_cv(n_sources=24, rows=30, seed=1, shift_sigma=0.25):
+    """Training rows of ``n_sources`` sources, half on A100 (each source shifted by N(0,
+    ``shift_sigma``) in log), half on H100 (sources agree); within a source the rows spread 0.03;
+    folds are groups of sources, as ``calibrate --cv`` holds training rows out."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for s in range(n_sources):
+        ampere = s % 2 == 0
+        shift = rng.normal(0.0, shift_sigma) if ampere else 0.0
+        predicted = rng.uniform(1.0, 100.0, rows)
+        parts.append(pd.DataFrame({"kind": "train", "gpu": "A100-SXM4-80GB" if ampere else "H100-SXM5-80GB",
+                                   "metric": "samples_per_s", "predicted": predicted,
+                                   "measured": predicted * np.exp(shift + 0.03 * rng.standard_normal(rows)),
+                                   "fold": s % 6, "source": f"source {s}"}))
+    frame = pd.concat(parts, ignore_index=True)
+    frame["id"] = [f"r{i}" for i in range(len(frame))]
+    context = pd.DataFrame({"architecture": iv.architectures(frame["gpu"], CATALOG), "num_gpus": 8.0,
+                            "model_params": 1e9, "seq_len": 2048.0, "framework": None, "fabric": None,
+                            "source": frame.pop("source")}, index=frame.index)
+    return frame, context
+
+
+def test_sources_that_disagree_widen_their_nodes_and_sources_that_agree_do_not(monkeypatch):
+    """A new run is a new source: its error is its source's shift plus the row's own.  Rows that
+    cluster by source hide the first from a robust spread, so each node adds the between-source
+    variance of its sources' medians.  The A100 sources here disagree (log shifts ~ N(0, 0.25)),
+    the H100 ones agree: the A100 node widens by about the shifts' variance, the H100 node stays;
+    held out by source, the coverage of each is nearer 80 % than without the term (mean of five
+    draws of the shifts)."""
+    frame, context = source_cv()
+    nodes = iv.fit_interval_model(frame, PROFILE, context)["kinds"]["train"]["architectures"]
+    with monkeypatch.context() as patch:
+        patch.setattr(iv, "_between_variance", lambda r, groups: 0.0)
+        plain = iv.fit_interval_model(frame, PROFILE, context)["kinds"]["train"]["architectures"]
+    widened = {a: nodes[a]["variance"] - plain[a]["variance"] for a in ("Ampere", "Hopper")}
+    assert widened["Ampere"] > 0.5 * 0.25 ** 2
+    assert abs(widened["Hopper"]) < 0.05 * widened["Ampere"]  # only through the shrinkage to the kind
+    gaps = {True: [], False: []}
+    for seed in range(1, 6):
+        frame, context = source_cv(seed=seed)
+        for with_term in (True, False):
+            with monkeypatch.context() as patch:
+                if not with_term:
+                    patch.setattr(iv, "_between_variance", lambda r, groups: 0.0)
+                scored = held_out_intervals(frame, context, PROFILE)
+            gaps[with_term].append([coverage(scored[(context["architecture"] == a).to_numpy()], 0.8)
+                                    for a in ("Ampere", "Hopper")])
+    for column in range(2):
+        assert (abs(np.mean(np.array(gaps[True])[:, column]) - 0.8)
+                < abs(np.mean(np.array(gaps[False])[:, column]) - 0.8))
 
 
 def test_a_family_with_few_rows_is_shrunk_towards_the_kind():
@@ -377,3 +429,30 @@ def test_fitted_quantiles_are_monotone_and_spreads_positive_for_any_row_count(n,
     assert np.all(np.diff(z) >= -1e-12) and z[0] < 0 < z[-1]
     low, high = iv.ratio_bounds(model, profile, "train", ["Ampere", "Blackwell"], 0.8, num_gpus=8)
     assert np.all(np.isfinite(low)) and np.all(low < high)
+
+
+def test_the_saved_cross_validated_rows_refit_the_same_interval_model(tmp_path):
+    """``calibrate --cv K --save-cv DIR`` writes the rows its interval model was fitted on, and
+    ``scripts/refit_intervals.py`` rebuilds that model from them alone (no fits): the same dict."""
+    import importlib.util
+    from pathlib import Path
+
+    from perfmodel.cli import main
+    from perfmodel.profile import load_profile
+
+    rows = shipped_measurements()
+    rows = rows[(rows["kind"] == "gemm") & rows["gpu"].isin(["T4", "V100-PCIe-32GB"])].iloc[::400]
+    rows.to_csv(tmp_path / "m.csv", index=False)
+    assert main(["calibrate", str(tmp_path / "m.csv"), "--cv", "2", "--cv-by", "experiment", "--jobs", "1",
+                 "--params", "gemm_cuda_core_efficiency", "--save-cv", str(tmp_path), "-o",
+                 str(tmp_path / "p.yaml")]) == 0
+    path = Path(__file__).resolve().parents[1] / "scripts" / "refit_intervals.py"
+    spec = importlib.util.spec_from_file_location("refit_intervals", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    saved = load_profile(tmp_path / "p.yaml")
+    assert script.main([str(tmp_path / "p.yaml"), str(tmp_path), str(tmp_path / "m.csv"), "-o",
+                        str(tmp_path / "q.yaml")]) == 0
+    refitted = load_profile(tmp_path / "q.yaml")
+    assert refitted.provenance["interval_model"] == saved.provenance["interval_model"]
+    assert refitted.values == saved.values and refitted.interval == saved.interval

@@ -13,7 +13,12 @@ and which of its inputs were assumed.  ``r = b + sigma * z`` with
   those on this architecture, then on this architecture at this GPU-count bucket; each level is
   shrunk towards its parent with weight ``n / (n + n0)`` (a precision weighted compromise, the usual empirical-Bayes partial
   pooling; Gelman et al., *Bayesian Data Analysis*, 3rd ed., ch. 5), so a level with few rows
-  says little;
+  says little; where the rows' sources are known (training and collective rows), a level's
+  variance adds the between-source variance of its sources' medians (:func:`_between_variance`):
+  a user's run is a source the rows never saw, whose error is its source's shift plus the row's
+  own (one-way random effects), and the robust spread of rows that cluster by source measures
+  mostly the second -- held out by source, the A100 collective rows (one source, 0.2-0.7 slower
+  than predicted) were covered 0.30 at 80 % without it, 0.68 with it;
 * ``sigma^2 = v + p + e``: ``p`` the fitted parameters' uncertainty propagated to the estimate,
   the sum in quadrature of the relative standard errors of the efficiencies that scale the
   kind's dominant time term (time = work / (peak x efficiency), elasticity 1; delta method), down
@@ -466,10 +471,14 @@ def _robust(values) -> tuple[float, float]:
     return centre, float((_MAD_TO_SIGMA * np.median(np.abs(values - centre))) ** 2)
 
 
-def _node(r, p, parent=None, n0=N0) -> dict:
-    """Bias and residual variance of a group of rows, shrunk towards ``parent`` (n / (n + n0))."""
+def _node(r, p, parent=None, n0=N0, sources=None) -> dict:
+    """Bias and residual variance of a group of rows, shrunk towards ``parent`` (n / (n + n0));
+    with ``sources`` (each row's source), the variance adds the between-source variance of the
+    sources' medians, the part of a new source's error that rows of known sources hide."""
     n = int(np.isfinite(r).sum())
     bias, spread = _robust(r)
+    if sources is not None:
+        spread += _between_variance(r, list(sources))
     variance = max(spread - float(np.nanmean(p)) if n else 0.0, _MIN_SPREAD_SHARE * spread)
     if parent is not None:
         weight = n / (n + n0)
@@ -518,14 +527,20 @@ def _student_t(probabilities, dof):
     return t.ppf(probabilities, df=max(dof, 1))
 
 
-def _branch(parent: dict, r, p, arch, bucket, n0) -> dict:
+def _rows(values, mask):
+    """``values[mask]``, or None when ``values`` is None."""
+    return None if values is None else values[mask]
+
+
+def _branch(parent: dict, r, p, arch, bucket, n0, sources=None) -> dict:
     """``parent``'s architectures' nodes and their GPU-count buckets' nodes (each shrunk towards
     the node above it), in ``parent["architectures"]``."""
     parent["architectures"] = {}
     for name in sorted({a for a in arch if a is not None}):
         in_arch = arch == name
-        node = _node(r[in_arch], p[in_arch], parent, n0)
-        node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0)
+        node = _node(r[in_arch], p[in_arch], parent, n0, _rows(sources, in_arch))
+        node["buckets"] = {b: _node(r[in_arch & (bucket == b)], p[in_arch & (bucket == b)], node, n0,
+                                    _rows(sources, in_arch & (bucket == b)))
                            for b in sorted(set(bucket[in_arch]))}
         parent["architectures"][name] = node
     return parent
@@ -538,19 +553,20 @@ def _families(info) -> np.ndarray:
     return np.array([f if isinstance(f, str) else None for f in info["family"]], dtype=object)
 
 
-def _tree(r, p, arch, bucket, pooled, n0, family=None) -> dict:
+def _tree(r, p, arch, bucket, pooled, n0, family=None, sources=None) -> dict:
     """The kind's node, its architectures' nodes and their GPU-count buckets' nodes; with
     ``family`` (each row's workload family, None: unknown), also ``families``: a node per family
     with its own architectures and buckets below it, the nearest rows of an estimate whose
     family is known (the shipped fit's residuals, training rows held out by source: log
-    variance 0.095 for convolutional networks, 0.010 for transformers)."""
-    entry = _branch({**_node(r, p, pooled, n0), "tau": {}, "scale": {}}, r, p, arch, bucket, n0)
+    variance 0.095 for convolutional networks, 0.010 for transformers).  ``sources`` (each row's
+    source, or None) adds each node's between-source variance (:func:`_node`)."""
+    entry = _branch({**_node(r, p, pooled, n0, sources), "tau": {}, "scale": {}}, r, p, arch, bucket, n0, sources)
     if family is not None:
         entry["families"] = {}
         for name in sorted({f for f in family if f is not None}):
             mine = family == name
-            entry["families"][name] = _branch(_node(r[mine], p[mine], entry, n0), r[mine], p[mine], arch[mine],
-                                              bucket[mine], n0)
+            entry["families"][name] = _branch(_node(r[mine], p[mine], entry, n0, _rows(sources, mine)), r[mine],
+                                              p[mine], arch[mine], bucket[mine], n0, _rows(sources, mine))
     return entry
 
 
@@ -570,14 +586,15 @@ def _gpu_rows(counts: dict, gpus) -> np.ndarray:
 
 
 def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, tau_gpu: float = 0.0,
-                    groups=None, folds: int = CROSS_FIT_FOLDS, family=None) -> np.ndarray:
+                    groups=None, folds: int = CROSS_FIT_FOLDS, family=None, sources=None) -> np.ndarray:
     """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
     ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
     the nodes did not see, not the smaller in-sample spread around nodes fitted to it.  ``groups``
     (the source of each row; None: each row alone) keep rows together, so with sources the
     quantiles are those of a row from a *source* the nodes did not see, which is what every
     user's run is.  A row whose architecture or GPU the other parts lack gets the extrapolation
-    term an estimate would."""
+    term an estimate would.  ``sources`` (each row's source, or None) gives the nodes their
+    between-source variance, as :func:`fit_interval_model` does."""
     import pandas as pd
 
     if groups is None:
@@ -595,7 +612,7 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
         if held.all():
             continue
         entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0,
-                      None if family is None else family[~held])
+                      None if family is None else family[~held], _rows(sources, ~held))
         bias, variance = _lookup(entry, arch[held], codes[held], None if family is None else family[held])
         seen = np.array([a in entry["architectures"] for a in arch[held]], dtype=bool)
         counts = _counts(gpu[~held])
@@ -652,6 +669,9 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     source_all = info["source"].to_numpy(dtype=object) if "source" in info else None
     family_all = _families(info)
     kinds = scored["kind"].to_numpy(dtype=object)
+    # the sources of the rows held out by source (their nodes add the between-source variance)
+    sources = (np.where(np.isin(kinds, SOURCE_GROUPED_KINDS), source_all, None).astype(object)
+               if source_all is not None else None)
     p_all = parameter_variance(profile, kinds, arch_all)
     if HOST_COLUMN in scored:
         p_all = p_all + host_variance(scored[HOST_COLUMN].to_numpy(dtype=float))
@@ -667,7 +687,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         r, p, arch, bucket, family = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], family_all[mask]
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
-        entry = _tree(r, p, arch, bucket, pooled, n0, family)
+        entry = _tree(r, p, arch, bucket, pooled, n0, family, sources[mask] if sources is not None else None)
         shares = {c: scored[c].to_numpy(dtype=float)[mask] for c in SHARE_COLUMNS if c in scored}
         if shares and any(np.isfinite(v).any() for v in shares.values()):
             # a step makeup beyond the fitted rows' (train rows): its term joins p, and the nodes
@@ -678,7 +698,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
             share_entry, u = _share_term(shares, groups, r, bias, variance + p)
             p = p + (share_entry["log_sigma"] * u) ** 2
             p_all[mask] = p
-            entry = _tree(r, p, arch, bucket, pooled, n0, family)
+            entry = _tree(r, p, arch, bucket, pooled, n0, family, sources[mask] if sources is not None else None)
             entry["shares"] = share_entry
         entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
@@ -710,7 +730,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         groups = source_all[mask] if by_source else None
         z = _cross_fitted_z(r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], pooled, n0,
                             entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups,
-                            family=family_all[mask])
+                            family=family_all[mask], sources=sources[mask] if sources is not None else None)
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
         empirical = np.quantile(z, GRID) if z.size else t

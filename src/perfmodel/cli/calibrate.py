@@ -24,6 +24,10 @@ def register(subparsers) -> None:
                              "experiment), 'source' (train and collective rows by their source), "
                              "'experiment' (one measured configuration) or 'gpu' (K = number of GPUs: "
                              "leave-one-GPU-out)")
+    parser.add_argument("--save-cv", metavar="DIR",
+                        help="with --cv: also write the cross-validated rows here (held_out.csv.gz, "
+                             "leave_one_gpu_out.csv.gz), from which scripts/refit_intervals.py refits the "
+                             "interval model alone, without the folds' fits")
     parser.add_argument("--params", help="comma-separated parameter names to fit (default: all)")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the CV folds")
     parser.add_argument("--jobs", type=int_arg(1, 1024), default=os.cpu_count() or 1, metavar="N",
@@ -35,7 +39,6 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from perfmodel.calibration.coverage import leave_gpu_out
     from perfmodel.calibration.fit import calibrate, cross_validate, cv_groups
-    from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
     from perfmodel.calibration.measurements import load_measurements, shipped_measurements
     from perfmodel.calibration.validate import summarize
     from perfmodel.cli.progress import working
@@ -43,6 +46,11 @@ def run(args) -> int:
 
     if args.output:  # before the fit, which can take minutes
         check_output_path(args.output, "the calibration profile")
+    if args.save_cv:
+        if not args.cv:
+            raise ValueError("--save-cv: needs --cv K (it saves the cross-validated rows)")
+        for name in CV_FILES:
+            check_output_path(os.path.join(args.save_cv, name), "the cross-validated rows")
     catalog = catalog_from(args)
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
     if measurements.empty:
@@ -65,13 +73,11 @@ def run(args) -> int:
         cv_summary = {"by_kind": summarize(held_out), "by_kind_gpu": summarize(held_out, by=["kind", "gpu"])}
         with working("leave-one-GPU-out on the GEMM rows", enabled=not args.json):
             unseen_gpu = leave_gpu_out(measurements, params=params, catalog=catalog)
-        model = fit_interval_model(held_out, profile, row_context(measurements, catalog),
-                                   unseen_gpu=unseen_gpu if len(unseen_gpu) else None)
-        profile = profile.model_copy(update={"interval": interval_table(model, profile)})
-        profile.provenance["interval_model"] = model
-        profile.provenance["cross_validation"] = {"folds": args.cv, "by": args.cv_by, "seed": args.seed,
-                                                  "leave_one_gpu_out": sorted(set(unseen_gpu.get("fold", []))),
-                                                  "mape": cv_summary["by_kind"]}
+        if args.save_cv:
+            held_out.to_csv(os.path.join(args.save_cv, CV_FILES[0]))
+            unseen_gpu.to_csv(os.path.join(args.save_cv, CV_FILES[1]))
+        profile = with_intervals(profile, held_out, unseen_gpu, measurements, catalog,
+                                 {"folds": args.cv, "by": args.cv_by, "seed": args.seed})
     if args.output:
         profile.save(args.output)
     if args.json:
@@ -91,6 +97,27 @@ def run(args) -> int:
     if args.output:
         print(f"\nwrote {args.output}")
     return 0
+
+
+CV_FILES = ("held_out.csv.gz", "leave_one_gpu_out.csv.gz")
+"""What ``--save-cv`` writes: the cross-validated rows (:func:`perfmodel.calibration.fit.cross_validate`)
+and the leave-one-GPU-out rows (:func:`perfmodel.calibration.coverage.leave_gpu_out`)."""
+
+
+def with_intervals(profile, held_out, unseen_gpu, measurements, catalog, folds: dict):
+    """``profile`` with the interval model fitted on the cross-validated rows ``held_out`` and the
+    leave-one-GPU-out rows ``unseen_gpu`` (:func:`perfmodel.calibration.intervals.fit_interval_model`),
+    its legacy table and the cross-validation's provenance (``folds``: folds, by, seed)."""
+    from perfmodel.calibration.intervals import fit_interval_model, interval_table, row_context
+    from perfmodel.calibration.validate import summarize
+
+    model = fit_interval_model(held_out, profile, row_context(measurements, catalog),
+                               unseen_gpu=unseen_gpu if len(unseen_gpu) else None)
+    profile = profile.model_copy(update={"interval": interval_table(model, profile)})
+    profile.provenance["interval_model"] = model
+    profile.provenance["cross_validation"] = {**folds, "leave_one_gpu_out": sorted(set(unseen_gpu.get("fold", []))),
+                                              "mape": summarize(held_out)}
+    return profile
 
 
 def _value_source(key: str, provenance: dict) -> str:
