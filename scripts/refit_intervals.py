@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     folds = profile.provenance.get("cross_validation")
     if not folds:
         raise SystemExit(f"{args.profile}: no cross_validation in its provenance (not made with calibrate --cv)")
-    held_out, unseen_gpu = (pd.read_csv(args.cv_dir / name, index_col=0) for name in CV_FILES)
+    held_out, unseen_gpu = (pd.read_csv(args.cv_dir / name, index_col=0, low_memory=False) for name in CV_FILES)
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
     profile = with_intervals(profile, held_out, unseen_gpu, measurements, load_catalog(),
                              {key: folds[key] for key in ("folds", "by", "seed")})

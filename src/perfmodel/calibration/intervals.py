@@ -491,7 +491,7 @@ def _between_variance(r, groups) -> float:
     """tau^2: variance of the group medians beyond what their sampling noise explains
     (method of moments, var(median) ~ (pi/2) s^2 / n), over groups of >= 3 rows; 0 with < 2."""
     medians, noise = [], []
-    for name in {g for g in groups if g is not None}:
+    for name in sorted({g for g in groups if g is not None}, key=str):  # sorted: the same sum in every process
         values = r[np.array([g == name for g in groups])]
         values = values[np.isfinite(values)]
         if values.size >= 3:
