@@ -491,7 +491,7 @@ def _between_variance(r, groups) -> float:
     """tau^2: variance of the group medians beyond what their sampling noise explains
     (method of moments, var(median) ~ (pi/2) s^2 / n), over groups of >= 3 rows; 0 with < 2."""
     medians, noise = [], []
-    for name in sorted({g for g in groups if g is not None}, key=str):  # sorted: the same sum in every process
+    for name in sorted({g for g in groups if g is not None}, key=str):  # sorted: one sum in every process
         values = r[np.array([g == name for g in groups])]
         values = values[np.isfinite(values)]
         if values.size >= 3:
@@ -560,7 +560,8 @@ def _tree(r, p, arch, bucket, pooled, n0, family=None, sources=None) -> dict:
     family is known (the shipped fit's residuals, training rows held out by source: log
     variance 0.095 for convolutional networks, 0.010 for transformers).  ``sources`` (each row's
     source, or None) adds each node's between-source variance (:func:`_node`)."""
-    entry = _branch({**_node(r, p, pooled, n0, sources), "tau": {}, "scale": {}}, r, p, arch, bucket, n0, sources)
+    entry = _branch({**_node(r, p, pooled, n0, sources), "tau": {}, "scale": {}}, r, p, arch, bucket, n0,
+                    sources)
     if family is not None:
         entry["families"] = {}
         for name in sorted({f for f in family if f is not None}):
@@ -687,7 +688,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         r, p, arch, bucket, family = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], family_all[mask]
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
-        entry = _tree(r, p, arch, bucket, pooled, n0, family, sources[mask] if sources is not None else None)
+        entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask))
         shares = {c: scored[c].to_numpy(dtype=float)[mask] for c in SHARE_COLUMNS if c in scored}
         if shares and any(np.isfinite(v).any() for v in shares.values()):
             # a step makeup beyond the fitted rows' (train rows): its term joins p, and the nodes
@@ -698,7 +699,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
             share_entry, u = _share_term(shares, groups, r, bias, variance + p)
             p = p + (share_entry["log_sigma"] * u) ** 2
             p_all[mask] = p
-            entry = _tree(r, p, arch, bucket, pooled, n0, family, sources[mask] if sources is not None else None)
+            entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask))
             entry["shares"] = share_entry
         entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
@@ -730,7 +731,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         groups = source_all[mask] if by_source else None
         z = _cross_fitted_z(r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], pooled, n0,
                             entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups,
-                            family=family_all[mask], sources=sources[mask] if sources is not None else None)
+                            family=family_all[mask], sources=_rows(sources, mask))
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
         empirical = np.quantile(z, GRID) if z.size else t
