@@ -25,7 +25,7 @@ def assumed_lines(result):
 
 def test_only_known_frameworks_have_a_default():
     assert set(FRAMEWORK_SEQUENCE_PARALLEL) <= set(FRAMEWORKS)
-    assert FRAMEWORK_SEQUENCE_PARALLEL == {"megatron": False}
+    assert FRAMEWORK_SEQUENCE_PARALLEL == {"megatron": False, "megatron-2019": False}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS + (None,))
