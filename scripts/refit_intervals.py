@@ -44,6 +44,14 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.profile}: no cross_validation in its provenance (not made with calibrate --cv)")
     held_out, unseen_gpu = (pd.read_csv(args.cv_dir / name, index_col=0, low_memory=False) for name in CV_FILES)
     measurements = load_measurements(*args.files) if args.files else shipped_measurements()
+    for name, frame in zip(CV_FILES, (held_out, unseen_gpu)):
+        known = frame.index.isin(measurements.index)
+        known[known] = (measurements.loc[frame.index[known], "id"].to_numpy() == frame["id"].to_numpy()[known])
+        if not known.all():
+            given = ", ".join(args.files) if args.files else "the shipped measurements"
+            raise SystemExit(f"{args.cv_dir / name}: {int((~known).sum())} of its {len(frame)} rows are not rows of "
+                             f"{given} (e.g. {', '.join(map(str, frame['id'][~known].head(3)))}); give the "
+                             "measurement files the profile was calibrated on")
     profile = with_intervals(profile, held_out, unseen_gpu, measurements, load_catalog(),
                              {key: folds[key] for key in ("folds", "by", "seed")})
     profile.save(args.output)

@@ -456,3 +456,9 @@ def test_the_saved_cross_validated_rows_refit_the_same_interval_model(tmp_path):
     refitted = load_profile(tmp_path / "q.yaml")
     assert refitted.provenance["interval_model"] == saved.provenance["interval_model"]
     assert refitted.values == saved.values and refitted.interval == saved.interval
+    # rows saved from other measurement files: refused, naming the file and the rows
+    other = rows.iloc[:5]
+    other.to_csv(tmp_path / "other.csv", index=False)
+    with pytest.raises(SystemExit, match=r"held_out.csv.gz: \d+ of its \d+ rows are not rows of .*other.csv"):
+        script.main([str(tmp_path / "p.yaml"), str(tmp_path), str(tmp_path / "other.csv"), "-o",
+                     str(tmp_path / "r.yaml")])
