@@ -111,6 +111,14 @@ CASES = [
          {"s.yaml": "workload:\n  model: &m\n" + indented(alias_bomb(), 4) + "\n"}),
     Case("scenario-alias-bomb-search", ["search", "{s.yaml}"], 2, ["s.yaml", "aliases"],
          {"s.yaml": "plan:\n  tp: &m\n" + indented(alias_bomb(), 4) + "\n"}),
+    Case("scenario-megatron-2019-with-pipeline", ["estimate", "{s.yaml}"], 2,
+         ["s.yaml", "plan.pp = 4", "'megatron-2019' has no pipeline parallelism", "allowed: 1"],
+         {"s.yaml": "workload: {model: gpt3-1.3b}\nhardware: {gpu: V100-SXM3-32GB, num_gpus: 16}\n"
+                    "framework: megatron-2019\nplan: {pp: 4}\n"}),
+    Case("scenario-megatron-2019-with-flash-attention", ["check", "{s.yaml}"], 2,
+         ["s.yaml", "plan.flash_attention = true", "has no FlashAttention", "allowed: false"],
+         {"s.yaml": "workload: {model: gpt3-1.3b}\nhardware: {gpu: V100-SXM3-32GB, num_gpus: 16}\n"
+                    "framework: megatron-2019\nplan: {flash_attention: true}\n"}),
     Case("scenario-small-alias-is-fine", ["check", "{s.yaml}"], 0, ["valid"],
          {"s.yaml": "hardware: &h {gpu: H100-SXM5-80GB, num_gpus: 8}\nworkload: {model: gpt3-125m}\n"}),
     Case("scenario-deep-block-nesting", ["check", "{s.yaml}"], 2, ["s.yaml", "nested deeper than 32"],

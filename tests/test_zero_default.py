@@ -8,8 +8,8 @@ from perfmodel import estimate
 from perfmodel.calibration.measurements import shipped_measurements
 from perfmodel.calibration.predictors.train import scenario_of
 from perfmodel.plans import default_zero, resolve_plan, zero_assumed
-from perfmodel.scenario import Plan
-from perfmodel.vocabulary import FRAMEWORK_ZERO, FRAMEWORKS
+from perfmodel.scenario import Plan, ScenarioError
+from perfmodel.vocabulary import FRAMEWORK_LACKS, FRAMEWORK_ZERO, FRAMEWORKS
 from scenario_helpers import make_scenario
 
 
@@ -40,7 +40,7 @@ def test_a_stated_stage_wins_and_an_open_one_takes_the_framework_default(framewo
     assert resolve_plan(Plan(), 8, None, "transformer", framework)["zero"] == FRAMEWORK_ZERO.get(framework, 0)
 
 
-@pytest.mark.parametrize("framework", [name for name in FRAMEWORK_ZERO])
+@pytest.mark.parametrize("framework", [name for name in FRAMEWORK_ZERO if "zero" not in FRAMEWORK_LACKS.get(name, {})])
 def test_an_estimate_runs_the_framework_default_and_says_so(framework):
     result = estimate(bert(framework))
     assert result.plan["zero"] == FRAMEWORK_ZERO[framework]
@@ -70,3 +70,14 @@ def test_shipped_megatron_rows_state_no_sharding():
     rows = rows[rows["id"].str.startswith("narayanan2021") & (rows["framework"] == "megatron")]
     assert len(rows) == 9
     assert all(scenario_of(row).plan.zero == 0 for _, row in rows.iterrows())
+
+
+def test_a_framework_without_zero_runs_its_default_and_refuses_a_stated_stage():
+    """Megatron-LM of 2019 had no sharded optimizer (vocabulary.FRAMEWORK_LACKS): its default,
+    ZeRO 0, runs and is said; a stated ZeRO-1 is refused with the field and the allowed value."""
+    result = estimate(bert("megatron-2019"))
+    assert result.plan["zero"] == 0
+    (line,) = assumed_lines(result)
+    assert "'megatron-2019'" in line and "ZeRO stage 0 assumed" in line
+    with pytest.raises(ScenarioError, match=r"plan.zero = 1: framework 'megatron-2019' has no sharded optimizer"):
+        estimate(bert("megatron-2019", zero=1))

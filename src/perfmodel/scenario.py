@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from perfmodel.hardware.catalog import format_validation_error
 from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
-from perfmodel.vocabulary import FRAMEWORKS, OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
+from perfmodel.vocabulary import FRAMEWORK_LACKS, FRAMEWORKS, OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
            "ScenarioError", "load_scenario", "RECOMPUTE", "OPTIMIZERS"]
@@ -167,6 +167,19 @@ class Scenario(_Section):
     plan: Plan = Field(default_factory=Plan)
     data: DataSpec | None = None
     run: RunSpec | None = None
+
+    @model_validator(mode="after")
+    def _framework_has_the_plan(self):
+        """A plan setting the stated framework's code does not have (vocabulary.FRAMEWORK_LACKS)."""
+        def text(value):
+            return str(value).lower() if isinstance(value, bool) else str(value)
+
+        for field, (allowed, feature) in FRAMEWORK_LACKS.get(self.framework, {}).items():
+            value = getattr(self.plan, field)
+            if value is not None and value != allowed:
+                raise ValueError(f"plan.{field} = {text(value)}: framework '{self.framework}' has no {feature}; "
+                                 f"allowed: {text(allowed)}")
+        return self
 
 
 def load_scenario(source: str | Path | dict) -> Scenario:

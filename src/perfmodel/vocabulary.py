@@ -11,7 +11,7 @@ import re
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
-           "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL",
+           "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
            "HALF_PRECISION_GRADIENT_REDUCE",
            "framework_from_text"]
@@ -47,8 +47,8 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 #                   backward pass (its training loop's model.allreduce_params), tensor-parallel
 #                   input-gradient all-reduces synchronous (mpu _CopyToModelParallelRegion.backward);
 #                   before the PTD-P code base of Narayanan et al. 2021 (pipelines, fused
-#                   bias-GeLU / bias-dropout-add / scale-mask-softmax kernels, asynchronous
-#                   tensor-parallel all-reduce).  A stack of its own: on the shipped rows, the 2021-22
+#                   bias-GeLU / bias-dropout-add / scale-mask-softmax kernels) and the later
+#                   asynchronous tensor-parallel all-reduce.  A stack of its own: on the shipped rows, the 2021-22
 #                   A100 Megatron-LM runs want no per-step overhead while the 2019 V100 runs, fitted
 #                   as one framework, pulled step_overhead[megatron] to 0.52 s
 #   nemo            NVIDIA NeMo (Megatron-Core based), including NVIDIA's MLPerf GPT-3 submissions
@@ -97,6 +97,17 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 #             Korthikanti et al. 2022) ran unfused; Megatron-Core with Transformer Engine, the newer
 #             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
 FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
+
+# Plan settings a framework's code does not have: a scenario that states one of them for that
+# framework is refused (field: (the one value it can run, the feature it lacks)).
+#   megatron-2019  Megatron-LM as released with Shoeybi et al. 2019 (arXiv:1909.08053): tensor and
+#                  data parallelism only -- pipeline parallelism came with PTD-P (Narayanan et al.
+#                  2021), sequence parallelism with Korthikanti et al. 2022, FlashAttention (Dao et
+#                  al. 2022) later still, and it had no sharded optimizer (ZeRO)
+FRAMEWORK_LACKS = {"megatron-2019": {"pp": (1, "pipeline parallelism (PTD-P, 2021)"),
+                                     "sequence_parallel": (False, "sequence parallelism (2022)"),
+                                     "flash_attention": (False, "FlashAttention (2022)"),
+                                     "zero": (0, "sharded optimizer (ZeRO)")}}
 
 # Whether a framework shards the layer norms, dropouts and residual adds of tensor-parallel layers
 # over the sequence (sequence parallelism, Korthikanti et al. 2022) when the plan does not say, for
