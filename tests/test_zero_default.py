@@ -81,3 +81,29 @@ def test_a_framework_without_zero_runs_its_default_and_refuses_a_stated_stage():
     assert "'megatron-2019'" in line and "ZeRO stage 0 assumed" in line
     with pytest.raises(ScenarioError, match=r"plan.zero = 1: framework 'megatron-2019' has no sharded optimizer"):
         estimate(bert("megatron-2019", zero=1))
+
+
+@pytest.mark.parametrize("lacking", [name for name in FRAMEWORKS if name in FRAMEWORK_LACKS])
+def test_choice_and_search_never_propose_what_the_framework_lacks(lacking):
+    """A plan left open is chosen and searched within the framework's code: Megatron-LM of 2019
+    on 16 V100s gets no pipeline, interleaving, context or sequence parallelism, FlashAttention or
+    ZeRO, though the same job under today's Megatron-LM is searched over them."""
+    from perfmodel.choice import choose_plan
+    from perfmodel.plan_search import search
+
+    def scenario(framework):
+        return {"workload": {"model": "gpt3-1.3b"}, "framework": framework,
+                "hardware": {"gpu": "V100-SXM3-32GB", "gpus_per_node": 8, "nodes": 2, "inter": "4 x ib-edr"},
+                "plan": {"precision": "fp16", "global_batch": 64}}
+
+    lacks = FRAMEWORK_LACKS[lacking]
+    plans = search(scenario(lacking), top=None)
+    chosen = choose_plan(scenario(lacking)).plan
+    assert len(plans) > 0 and chosen is not None
+    for field, (allowed, _) in lacks.items():
+        if field == "flash_attention":
+            continue  # one setting of the whole search, not a plan column
+        assert set(plans[field].astype(type(allowed))) == {allowed}, field
+        assert type(allowed)(chosen[field]) == allowed, field
+    today = search(scenario("megatron"), top=None)
+    assert today["pp"].max() > 1 and today["zero"].max() > 0

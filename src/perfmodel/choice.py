@@ -36,7 +36,7 @@ from perfmodel.job import resolve
 from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
                              conventional_order, default_sequence_parallel, default_zero, enumerate_plans,
                              flash_attention_assumed, memory_headroom, reasons_from_mask, resolve_plan, select,
-                             settings, within_headroom)
+                             settings, within_framework, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
 
@@ -109,7 +109,9 @@ def plan_choice_text(choice: Choice) -> str:
 def candidate_plan(plan: Plan, framework: str | None = None) -> Plan:
     """The scenario plan whose open fields a choice ranges over: :data:`FIXED_WHEN_OPEN` set, and
     sequence parallelism and the ZeRO stage at ``framework``'s defaults where it has them
-    (:func:`perfmodel.plans.default_sequence_parallel`, :func:`perfmodel.plans.default_zero`)."""
+    (:func:`perfmodel.plans.default_sequence_parallel`, :func:`perfmodel.plans.default_zero`), and
+    what the framework's code lacks off (:func:`perfmodel.plans.within_framework`)."""
+    plan = within_framework(plan, framework)
     update = {name: getattr(plan, name) or value for name, value in FIXED_WHEN_OPEN.items()}
     return plan.model_copy(update={**update, "sequence_parallel": default_sequence_parallel(plan, framework),
                                    "zero": default_zero(plan, framework)})

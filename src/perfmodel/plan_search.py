@@ -28,7 +28,7 @@ from perfmodel.choice import pick, tie_band
 from perfmodel.job import hardware_summary, resolve
 from perfmodel.plans import (DUPLICATE_REASONS, INVALID_REASONS, OFFLOAD_CODES, PLAN_FIELDS, RECOMPUTE_CODES,
                              as_records, check_plans, conventional_order, memory_headroom, search_grid, settings,
-                             within_headroom)
+                             within_framework, within_headroom)
 from perfmodel.profile import default_profile
 
 __all__ = ["search", "best_estimate", "default_jobs", "CHUNK"]
@@ -219,7 +219,8 @@ def search(scenario, catalog=None, profile=None, *, top: int | None = None, chun
     batch_note = None
     if scenario.plan.global_batch is None and scenario.plan.micro_batch is None:
         scenario, batch_note = _with_open_batch_chosen(scenario, workload, cluster, profile)
-    grid = search_grid(scenario.plan, workload, cluster.num_gpus, cluster.gpus_per_node, fixed["flash_attention"])
+    grid = search_grid(within_framework(scenario.plan, scenario.framework), workload, cluster.num_gpus,
+                       cluster.gpus_per_node, fixed["flash_attention"])
     band = tie_band(profile, workload, cluster)
     context = {"grid": grid, "workload": workload, "cluster": cluster, "fixed": fixed, "profile": profile,
                "data": scenario.data, "headroom": memory_headroom(scenario.plan), "band": band,

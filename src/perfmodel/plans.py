@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import (FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED,
+from perfmodel.vocabulary import (FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, FRAMEWORK_LACKS,
                                   FRAMEWORK_SEQUENCE_PARALLEL, FRAMEWORK_ZERO, OFFLOAD_TARGETS)
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
@@ -102,6 +102,16 @@ def sequence_parallel_assumed(plan: Plan, framework: str | None, tp: int) -> boo
     """True when a tensor-parallel plan's sequence parallelism is the framework's default rather
     than stated (:func:`default_sequence_parallel`)."""
     return plan.sequence_parallel is None and framework in FRAMEWORK_SEQUENCE_PARALLEL and tp > 1
+
+
+def within_framework(plan: Plan, framework: str | None) -> Plan:
+    """The plan with every field it leaves open that ``framework``'s code lacks set to the one value
+    that code runs (:data:`perfmodel.vocabulary.FRAMEWORK_LACKS`: Megatron-LM of 2019 has no
+    pipeline parallelism, so a choice or a search for it keeps ``pp = 1``).  Stated values are the
+    scenario's to check (:class:`perfmodel.scenario.Scenario` refuses one the framework lacks)."""
+    lacks = FRAMEWORK_LACKS.get(framework, {})
+    update = {field: allowed for field, (allowed, _) in lacks.items() if getattr(plan, field) is None}
+    return plan.model_copy(update=update) if update else plan
 
 
 def default_zero(plan: Plan, framework: str | None = None) -> int | None:

@@ -103,8 +103,12 @@ FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 #   megatron-2019  Megatron-LM as released with Shoeybi et al. 2019 (arXiv:1909.08053): tensor and
 #                  data parallelism only -- pipeline parallelism came with PTD-P (Narayanan et al.
 #                  2021), sequence parallelism with Korthikanti et al. 2022, FlashAttention (Dao et
-#                  al. 2022) later still, and it had no sharded optimizer (ZeRO)
+#                  al. 2022) later still, and it had no sharded optimizer (ZeRO); interleaved
+#                  pipeline stages came with PTD-P and context parallelism with Megatron-Core (2023)
+# A choice or a search never proposes them for that framework (perfmodel.plans.within_framework).
 FRAMEWORK_LACKS = {"megatron-2019": {"pp": (1, "pipeline parallelism (PTD-P, 2021)"),
+                                     "vp": (1, "interleaved pipeline stages (PTD-P, 2021)"),
+                                     "cp": (1, "context parallelism (Megatron-Core, 2023)"),
                                      "sequence_parallel": (False, "sequence parallelism (2022)"),
                                      "flash_attention": (False, "FlashAttention (2022)"),
                                      "zero": (0, "sharded optimizer (ZeRO)")}}
