@@ -38,6 +38,10 @@ FOLDS = {"train-source": "training rows by source, other rows by experiment",
 def source_family(row_id: str) -> str:
     if row_id.startswith("neusight-"):
         return "NeuSight GEMM training split (" + row_id.split("-")[1] + ")"
+    for prefix, family in (("mlm-ci-", "Megatron-LM CI golden values"), ("bigsci-", "BigScience tr11 benchmarks"),
+                           ("flagperf-", "FlagPerf")):
+        if row_id.startswith(prefix):
+            return family
     stem = row_id.rstrip("0123456789").rstrip("-")
     return {"C": "DeepLearningExamples / Lambda (classic models)", "M": "nccl-tests", "K": "GEMM / copy"}.get(stem, stem)
 
