@@ -142,4 +142,3 @@ def test_source_group_is_the_first_word():
     assert source_group("stas00/ml-engineering network/README.md @ 744d01e") == "stas00/ml-engineering"
     assert source_group("Narayanan et al. 2021, 'Efficient ...'") == "Narayanan"
     assert source_group(float("nan")) == "(no source)"
-

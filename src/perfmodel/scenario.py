@@ -16,7 +16,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from perfmodel.hardware.catalog import format_validation_error
 from perfmodel.inputs import Count, InputError, load_structured
 from perfmodel.units import parse_quantity
-from perfmodel.vocabulary import FRAMEWORK_LACKS, FRAMEWORKS, OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES, TRAIN_PRECISIONS
+from perfmodel.vocabulary import (FRAMEWORK_LACKS, FRAMEWORKS, OFFLOAD_TARGETS, OPTIMIZERS, RECOMPUTE_STRATEGIES,
+                                  TRAIN_PRECISIONS)
 
 __all__ = ["Scenario", "WorkloadSpec", "HardwareSpec", "Plan", "DataSpec", "RunSpec",
            "ScenarioError", "load_scenario", "RECOMPUTE", "OPTIMIZERS"]

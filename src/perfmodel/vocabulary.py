@@ -67,6 +67,28 @@ OFFLOAD_TARGETS = ("none", "optimizer", "weights", "optimizer+weights")
 FRAMEWORKS = ("megatron", "megatron-2019", "nemo", "deepspeed", "fsdp", "composer", "torchtitan", "nanotron",
               "pytorch", "dle-pytorch", "dle-tensorflow", "dle-mxnet", "dle-paddle", "tensorflow", "jax")
 
+# Plan settings a framework's code does not have: a scenario that states one of them for that
+# framework is refused (field: (the one value it can run, the feature it lacks)).
+#   megatron-2019  Megatron-LM as released with Shoeybi et al. 2019 (arXiv:1909.08053): tensor and
+#                  data parallelism only -- pipeline parallelism came with PTD-P (Narayanan et al.
+#                  2021), sequence parallelism with Korthikanti et al. 2022, FlashAttention (Dao et
+#                  al. 2022) later still, and it had no sharded optimizer (ZeRO); interleaved
+#                  pipeline stages came with PTD-P and context parallelism with Megatron-Core (2023)
+# A choice or a search never proposes them for that framework (perfmodel.plans.within_framework),
+# and each is also the framework's default of that setting (the dicts below take it from here).
+FRAMEWORK_LACKS = {"megatron-2019": {"pp": (1, "pipeline parallelism (PTD-P, 2021)"),
+                                     "vp": (1, "interleaved pipeline stages (PTD-P, 2021)"),
+                                     "cp": (1, "context parallelism (Megatron-Core, 2023)"),
+                                     "sequence_parallel": (False, "sequence parallelism (2022)"),
+                                     "flash_attention": (False, "FlashAttention (2022)"),
+                                     "zero": (0, "sharded optimizer (ZeRO)")}}
+
+
+def _lacked(field: str) -> dict:
+    """{framework: the one value its code runs} of the frameworks that lack ``field`` (FRAMEWORK_LACKS)."""
+    return {framework: lacked[field][0] for framework, lacked in FRAMEWORK_LACKS.items() if field in lacked}
+
+
 # Whether a framework runs attention as one fused kernel (FlashAttention, Dao et al. 2022,
 # arXiv:2205.14135, or Transformer Engine's cuDNN fused attention) when a scenario or measurement
 # row does not say (plan ``flash_attention``).  Unfused attention writes the s x s score matrix and
@@ -76,9 +98,9 @@ FRAMEWORKS = ("megatron", "megatron-2019", "nemo", "deepspeed", "fsdp", "compose
 #          src/nanotron/models/llama.py),
 #          torchtitan (F.scaled_dot_product_attention: its flash backend on sm80+), nemo (Megatron-Core
 #          with Transformer Engine's DotProductAttention, which selects flash or cuDNN fused attention)
-#   False  the DeepLearningExamples recipes (their BERT/Transformer modeling code computes QK^T,
-#          softmax, dropout and PV as separate ops) and TensorFlow, MXNet and PaddlePaddle stacks
-#          without a FlashAttention kernel
+#   False  megatron-2019 (FRAMEWORK_LACKS), the DeepLearningExamples recipes (their BERT/Transformer
+#          modeling code computes QK^T, softmax, dropout and PV as separate ops) and TensorFlow, MXNet
+#          and PaddlePaddle stacks without a FlashAttention kernel
 #   absent version-dependent: megatron (Megatron-LM's own attention is fused only with
 #          --use-flash-attn, an opt-in since 2023; Megatron-Core with Transformer Engine picks a fused
 #          backend by default; the 2021-2022 papers' runs predate FlashAttention), deepspeed
@@ -87,7 +109,7 @@ FRAMEWORKS = ("megatron", "megatron-2019", "nemo", "deepspeed", "fsdp", "compose
 #          default (fused on Ampere and newer), and the estimate lists it as an assumption
 #          (perfmodel.plans.flash_attention_assumed) whose other case widens the interval.
 FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True, "nanotron": True,
-                             "megatron-2019": False,
+                             **_lacked("flash_attention"),
                              "dle-pytorch": False, "dle-tensorflow": False, "dle-mxnet": False,
                              "dle-paddle": False, "tensorflow": False}
 # The kernel a version-dependent framework is assumed to run when the plan does not say, where the
@@ -98,28 +120,13 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 #             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
 FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 
-# Plan settings a framework's code does not have: a scenario that states one of them for that
-# framework is refused (field: (the one value it can run, the feature it lacks)).
-#   megatron-2019  Megatron-LM as released with Shoeybi et al. 2019 (arXiv:1909.08053): tensor and
-#                  data parallelism only -- pipeline parallelism came with PTD-P (Narayanan et al.
-#                  2021), sequence parallelism with Korthikanti et al. 2022, FlashAttention (Dao et
-#                  al. 2022) later still, and it had no sharded optimizer (ZeRO); interleaved
-#                  pipeline stages came with PTD-P and context parallelism with Megatron-Core (2023)
-# A choice or a search never proposes them for that framework (perfmodel.plans.within_framework).
-FRAMEWORK_LACKS = {"megatron-2019": {"pp": (1, "pipeline parallelism (PTD-P, 2021)"),
-                                     "vp": (1, "interleaved pipeline stages (PTD-P, 2021)"),
-                                     "cp": (1, "context parallelism (Megatron-Core, 2023)"),
-                                     "sequence_parallel": (False, "sequence parallelism (2022)"),
-                                     "flash_attention": (False, "FlashAttention (2022)"),
-                                     "zero": (0, "sharded optimizer (ZeRO)")}}
-
 # Whether a framework shards the layer norms, dropouts and residual adds of tensor-parallel layers
 # over the sequence (sequence parallelism, Korthikanti et al. 2022) when the plan does not say, for
 # frameworks with a default of their own: Megatron-LM's --sequence-parallel is a store_true flag
 # (NVIDIA/Megatron-LM megatron/training/arguments.py, default off), and the 2021 PTD-P runs predate
 # it.  Any other framework (NeMo's and torchtitan's tensor-parallel recipes turn it on, or none
 # stated) runs it whenever tp > 1.  The estimate lists the Megatron-LM default as an assumption.
-FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, "megatron-2019": False}
+FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, **_lacked("sequence_parallel")}
 
 # The ZeRO stage a framework runs when the plan does not say, for frameworks with a default of their
 # own (0: every data-parallel rank keeps the whole optimizer state; 3: parameters, gradients and
@@ -134,7 +141,7 @@ FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, "megatron-2019": False}
 #      its default)
 # Any other framework (DeepSpeed, NeMo, Composer: their configs say; none stated) leaves the stage to
 # the plan choice.  The estimate lists the default as an assumption.
-FRAMEWORK_ZERO = {"megatron": 0, "megatron-2019": 0, "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0,
+FRAMEWORK_ZERO = {"megatron": 0, **_lacked("zero"), "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0,
                   "dle-paddle": 0, "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
 
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
