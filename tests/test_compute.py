@@ -235,12 +235,14 @@ def test_op_times_uses_the_precision_of_each_op():
     eta = 2 * 2048 * 2048 * 128 * 128 / (kernel_s * 989.5e12)
     assert bf16[1] - launch == pytest.approx(table.flops[1] / (989.5e12 * eta))
     # fused (flash) attention: attention_efficiency x the rate of its tiles (an implicit GEMM: no matrix
-    # in memory)
+    # in memory), plus the kernel's fixed latency once
     fused = dataclasses.replace(table, implicit=np.array([False, True, False, False]))
     fused_bf16, _ = compute.op_times(fused, H100, "bf16", DEFAULTS)
-    tiles = {**gemm.gemm_parameters(H100, "bf16", DEFAULTS), "input_bytes": 0.0, "output_bytes": 0.0}
+    tiles = {**gemm.gemm_parameters(H100, "bf16", DEFAULTS), "input_bytes": 0.0, "output_bytes": 0.0,
+             "kernel_latency": 0.0}
     tiles_s = gemm.gemm_kernel_time(2048.0, 2048.0, 128.0, 128.0, **tiles)
-    eta = PARAMETERS["attention_efficiency"].default * 2 * 2048 * 2048 * 128 * 128 / (tiles_s * 989.5e12)
+    kernel_s = tiles_s / PARAMETERS["attention_efficiency"].default + PARAMETERS["gemm_kernel_latency"].default
+    eta = 2 * 2048 * 2048 * 128 * 128 / (kernel_s * 989.5e12)
     compute_s = table.flops[1] / (989.5e12 * eta)
     assert fused_bf16[1] - launch == pytest.approx(max(compute_s, table.bytes[1] / (3.35e12 * PARAMETERS["memory_efficiency"].default)))
     # memory-bound ops: the bytes term, independent of the tensor precision
@@ -410,8 +412,8 @@ def test_zoo_op_times_array_equals_scalar(zoo_model):
 def test_flash_attention_keeps_its_rate_at_long_sequences_the_materialised_one_does_not(seq_len, gpu):
     """Fused (flash) attention never writes its s x s score matrix (Dao et al. 2022): its FLOP rate
     does not fall as the sequence grows (x4 the sequence = x16 the score FLOPs of a micro-batch,
-    timed at the same rate within 5 %), and it is never slower than the same op with the scores
-    materialised."""
+    timed at least at 95 % of the rate; it may rise, as the short kernel pays its fixed latency on
+    fewer FLOPs), and it is never slower than the same op with the scores materialised."""
     from perfmodel.hardware.catalog import load_catalog
     from perfmodel.profile import default_profile
     from perfmodel.workloads.transformer import transformer
@@ -428,7 +430,7 @@ def test_flash_attention_keeps_its_rate_at_long_sequences_the_materialised_one_d
 
     short_rate, _ = attention_rate(seq_len, True)
     long_rate, long_fused = attention_rate(4 * seq_len, True)
-    assert long_rate == pytest.approx(short_rate, rel=0.05)
+    assert long_rate >= 0.95 * short_rate
     _, long_materialised = attention_rate(4 * seq_len, False)
     assert long_fused <= long_materialised
 

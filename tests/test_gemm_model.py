@@ -258,3 +258,43 @@ def test_an_nn_linear_call_pays_its_module_overhead_once_in_the_floor(m, n, k, o
     assert plain * (1 - 1e-12) <= linear <= plain + overhead * (1 + 1e-9)
     assert gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, include_floor=False, linear=True) == pytest.approx(
         gemm.gpu_time(m, n, k, 1, gpu, dtype, profile, include_floor=False), rel=1e-12)  # the kernel alone: none
+
+
+@settings(max_examples=50, deadline=None)
+@given(dims, dims, dims, st.integers(1, 64), st.floats(0.0, 2e-5), st.sampled_from(["A100-PCIe-40GB", "T4", "L4"]))
+def test_every_kernel_pays_its_fixed_latency_once(m, n, k, batch, latency, gpu_name):
+    """gemm_kernel_latency is added once per kernel, whatever its shape and batch: the time with it
+    is the time without it plus the latency, so a tiny GEMM never takes less than the latency."""
+    gpu = CATALOG.gpu(gpu_name)
+    without = gemm.gpu_time(m, n, k, batch, gpu, "fp16" if gpu_name != "T4" else "fp32",
+                            CalibrationProfile(values={"gemm_kernel_latency": 0.0}), include_floor=False)
+    with_latency = gemm.gpu_time(m, n, k, batch, gpu, "fp16" if gpu_name != "T4" else "fp32",
+                                 CalibrationProfile(values={"gemm_kernel_latency": latency}), include_floor=False)
+    assert with_latency == pytest.approx(without + latency, rel=1e-9, abs=1e-15)
+    assert with_latency >= latency
+
+
+@pytest.mark.parametrize("gpu_name,dtype", [("H100-SXM5-80GB", "bf16"), ("T4", "fp32"), ("L4", "fp16")])
+def test_a_device_time_row_is_the_kernel_alone_from_idle(gpu_name, dtype):
+    """A row whose op has the word "kernel" (a profiler's device time) pays no per-call floor but
+    still starts from an idle GPU: it is the timed call with a zero floor, never longer than the
+    same call with its floor, and at least the sustained-clock kernel's time scaled to boost."""
+    gpu = CATALOG.gpu(gpu_name)
+    m, n, k = (np.array([256.0, 1024.0, 4096.0, 64.0]), np.array([256.0, 2048.0, 4096.0, 8192.0]),
+               np.array([256.0, 1024.0, 4096.0, 8192.0]))
+    rows = pd.DataFrame({"id": [f"r{i}" for i in range(8)], "kind": "gemm", "gpu": gpu_name, "metric": "time_us",
+                         "value": 1.0, "m": np.tile(m, 2), "n": np.tile(n, 2), "k": np.tile(k, 2), "dtype": dtype,
+                         "op": ["matmul kernel"] * 4 + ["matmul"] * 4})
+    predicted = predict(rows, CATALOG, PROFILE)["predicted"].to_numpy()
+    device, call = predicted[:4] * 1e-6, predicted[4:] * 1e-6
+    assert np.all(device < call)
+    parameters = gemm.gemm_parameters(gpu, dtype, PROFILE)
+    from_idle = gemm.gemm_call_time(m, n, k, 1, floor_s=0.0, from_idle=True,
+                                    base_over_boost=gemm.base_over_boost(gpu),
+                                    power_activity=gemm.power_activity(gpu, PROFILE),
+                                    boost_window_s=PROFILE.get("gemm_boost_window"), **parameters)
+    np.testing.assert_allclose(device, from_idle, rtol=1e-9)
+    sustained = gemm.gpu_time(m, n, k, 1, gpu, dtype, PROFILE, include_floor=False)
+    assert np.all(device <= sustained * (1 + 1e-12))
+    ratio = gemm.base_over_boost(gpu)
+    assert np.all(device >= sustained * (1.0 if np.isnan(ratio) else gemm.clock_ratio(gpu, PROFILE)) * (1 - 1e-12))

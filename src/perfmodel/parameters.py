@@ -118,6 +118,16 @@ _TABLE = (
         source="CUTLASS 'Efficient GEMM in CUDA' (software pipelining): 2-4 stages of 8-32 deep k-tiles are "
                "loaded before the first FMA; prior 64, fitted by calibrate"),
     Parameter(
+        name="gemm_kernel_latency", default=3e-6, low=0.0, high=2e-5, unit="s",
+        description="device time of every GEMM kernel besides its tiles' work (the kernel's start on the "
+                    "device, prologue, epilogue and completion): the duration of a tiny GEMM kernel",
+        source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a trivial kernel "
+               "takes 2.9 us on V100; XLA's H100 matmul table (tensorflow/tensorflow "
+               "third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h @ 372d578, sm_90): a "
+               "256 x 256 x 256 bf16 GEMM kernel takes 5.2-5.8 us of device time; prior 3 us, fitted by "
+               "calibrate on the device-time GEMM rows (measurements/kernel_gemm_device.csv)",
+        prior_log_sigma=1.0),
+    Parameter(
         name="gemm_l2_bandwidth_gain", default=3.0, low=1.0, high=20.0, unit="x DRAM bandwidth",
         description="how much faster the L2-resident share of a GEMM's operands is served than DRAM",
         source="prior 3: A100 L2 read bandwidth about 5 TB/s (NVIDIA A100 Tensor Core GPU Architecture "

@@ -56,7 +56,7 @@ __all__ = ["STAGES", "CV_GROUPINGS", "calibrate", "cross_validate", "cv_groups",
 STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kernel", ("gemm", "memcpy"),
      ("gemm_cuda_core_efficiency", "gemm_linear_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
-      "gemm_small_tile_sharing", "gemm_k_overhead", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency",
+      "gemm_small_tile_sharing", "gemm_k_overhead", "gemm_kernel_latency", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency",
       "gemm_power_activity", "gemm_boost_window", "gemm_call_floor", "gemm_linear_call_overhead",
       "gemm_floor_overlap", "memory_efficiency",
       "kernel_launch_overhead", "fp8_gemm_efficiency")),

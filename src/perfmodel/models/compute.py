@@ -156,6 +156,7 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     by their tiles and waves alone: their memory traffic is the op's own ``bytes``, which the
     roofline of :func:`op_times` charges (timing them as explicit GEMMs would make a long sequence
     or a 3x3x3 convolution memory-bound on matrices that are never written).
+    Each shaped op's kernel pays the GEMM model's fixed ``gemm_kernel_latency`` once, at full rate.
     A GEMM-like op without a shape gets the large-tile rate.  Other ops: 1.
     """
     group = gpu.architecture
@@ -181,10 +182,12 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
                                             parameters["efficiency"])
     clock = gemm.clock_ratio(gpu, profile)
     parameters["peak_flops"] = peak * clock
-    kernel_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
-    shape_eta = gemm_flops(m, n, k, batch) / (kernel_s * peak)
+    # the tiles' work runs at `factor` of the GEMM's rate; the kernel's fixed latency is paid once
+    latency = parameters.pop("kernel_latency")
+    work_s = gemm.gemm_kernel_time(m, n, k, batch, **parameters)
+    shape_eta = gemm_flops(m, n, k, batch) / ((work_s / factor + latency) * peak)
     large_tile = parameters["efficiency"] * clock
-    return np.where(shaped, shape_eta * factor, np.where(tensor, large_tile * factor, 1.0))
+    return np.where(shaped, shape_eta, np.where(tensor, large_tile * factor, 1.0))
 
 
 def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):

@@ -24,6 +24,11 @@ A cuBLAS-like kernel choice, vectorized over arrays of shapes (and of GPUs):
   sums), from L2 when the working set fits there: the hit share ``min(1, L2 / bytes)`` is served
   ``l2_gain`` times faster than DRAM (benchmarks time a kernel repeatedly, so a small working set
   is L2-resident).
+- **kernel latency**: every kernel adds a fixed device time ``gemm_kernel_latency`` (its start on
+  the device, prologue, epilogue, completion), the duration of a tiny GEMM: XLA's H100 table
+  times a 256 x 256 x 256 bf16 kernel at 5-6 us of device time, where its tiles' work is under
+  1 us.  Only rows that time the kernel alone (a profiler's device time, ``op`` "... kernel")
+  separate it from the per-call floor below; inside a training step every GEMM-like op pays it.
 - **sustained clock under the power limit.**  The datasheet base clock is the clock a heavy
   load holds at the board power limit (TDP).  Dynamic power grows about as f^3 (P ~ C V^2 f with
   V roughly proportional to f in the DVFS range), so a kernel drawing the share ``a`` of that
@@ -100,9 +105,11 @@ def sustained_clock_ratio(base_hz, boost_hz, power_activity):
 
 
 def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, input_bytes, output_bytes,
-                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0):
+                     efficiency, tile_edge_cost, k_overhead, l2_gain, memory_efficiency, small_tile_sharing=1.0,
+                     kernel_latency=0.0):
     """Seconds of the fastest tile/split-k configuration for ``batch`` GEMMs (m x k) @ (k x n)
-    (split-k only for a single GEMM, ``batch == 1``).
+    (split-k only for a single GEMM, ``batch == 1``), plus the fixed device time of one kernel
+    (``kernel_latency``).
 
     ``peak_flops`` is the rate at the sustained clock.  All arguments broadcast (shapes of rows,
     GPUs or plans).
@@ -132,7 +139,7 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
             memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
             time = np.maximum(compute, memory)
             best = np.minimum(best, time if split == 1 else np.where(batch > 1, np.inf, time))
-    return best
+    return best + kernel_latency
 
 
 def base_over_boost(gpu: GPU) -> float:
@@ -174,7 +181,8 @@ def gemm_parameters(gpu: GPU, dtype: str, profile: CalibrationProfile, linear=Fa
         "input_bytes": ELEMENT_BYTES[dtype], "output_bytes": GEMM_OUTPUT_BYTES[dtype],
         "efficiency": profile.get(kind, group) * fp8_share * np.where(linear, linear_share(gpu, dtype, profile), 1.0),
         "tile_edge_cost": profile.get("gemm_tile_edge_cost"),
-        "k_overhead": profile.get("gemm_k_overhead"), "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
+        "k_overhead": profile.get("gemm_k_overhead"), "kernel_latency": profile.get("gemm_kernel_latency"),
+        "l2_gain": profile.get("gemm_l2_bandwidth_gain"),
         "small_tile_sharing": profile.get("gemm_small_tile_sharing"),
         "memory_efficiency": profile.get("gemm_memory_efficiency"),
     }
@@ -193,20 +201,21 @@ def transient_clock_gain(kernel_s, window_s, base_over_boost, power_activity):
 
 
 def gemm_call_time(m, n, k, batch=1, *, floor_s=0.0, overlap=1.0, base_over_boost=np.nan, power_activity=1.0,
-                   boost_window_s=5e-3, **kernel):
+                   boost_window_s=5e-3, from_idle=None, **kernel):
     """Seconds of one call: ``(floor_s^p + kernel^p)^(1/p)`` with ``p = overlap`` >= 1 and the
     kernel time of :func:`gemm_kernel_time` (keyword arguments as :func:`gemm_parameters` returns,
-    whose ``peak_flops`` is the sustained rate).  A timed call (``floor_s > 0``) starts from an idle
-    GPU, so its kernel runs at the mean clock of :func:`transient_clock_gain` (from the GPU's
-    ``base_over_boost`` clock ratio, ``power_activity`` and the limiter's ``boost_window_s``; one
-    fixed-point step: the kernel is timed at the sustained clock, then at the clock its length allows)."""
+    whose ``peak_flops`` is the sustained rate).  A timed call (``from_idle``, bool, broadcasts;
+    default: where ``floor_s > 0``) starts from an idle GPU, so its kernel runs at the mean clock of
+    :func:`transient_clock_gain` (from the GPU's ``base_over_boost`` clock ratio, ``power_activity``
+    and the limiter's ``boost_window_s``; one fixed-point step: the kernel is timed at the sustained
+    clock, then at the clock its length allows)."""
     def call(kernel_s):
         return np.power(np.power(floor_s, overlap) + np.power(kernel_s, overlap), 1.0 / overlap)
-
     kernel_s = gemm_kernel_time(m, n, k, batch, **kernel)
-    if np.all(np.asarray(floor_s) <= 0.0) or np.all(np.isnan(base_over_boost)):
+    idle = np.asarray(floor_s) > 0.0 if from_idle is None else np.asarray(from_idle, dtype=bool)
+    if not np.any(idle) or np.all(np.isnan(base_over_boost)):
         return call(kernel_s)
-    gain = transient_clock_gain(kernel_s, boost_window_s, base_over_boost, power_activity)
+    gain = np.where(idle, transient_clock_gain(kernel_s, boost_window_s, base_over_boost, power_activity), 1.0)
     return call(gemm_kernel_time(m, n, k, batch, **{**kernel, "peak_flops": np.multiply(kernel["peak_flops"], gain)}))
 
 
@@ -218,13 +227,18 @@ def linear_share(gpu: GPU, dtype: str, profile: CalibrationProfile) -> float:
 
 
 def gpu_time(m, n, k, batch, gpu: GPU, dtype: str, profile: CalibrationProfile, include_floor: bool = True,
-             linear=False):
+             linear=False, device_only=False):
     """Seconds of one ``dtype`` GEMM call (``batch`` GEMMs) on ``gpu`` with the profile's parameters;
-    ``include_floor=False``: the kernel alone; ``linear`` (bool, broadcasts): an nn.Linear call,
-    at :func:`linear_share` of the rate, whose floor adds ``gemm_linear_call_overhead``."""
-    floor = (profile.get("gemm_call_floor") + np.where(linear, profile.get("gemm_linear_call_overhead"), 0.0)
+    ``include_floor=False``: the kernel alone at the sustained clock, as inside a busy step;
+    ``linear`` (bool, broadcasts): an nn.Linear call, at :func:`linear_share` of the rate, whose
+    floor adds ``gemm_linear_call_overhead``; ``device_only`` (bool, broadcasts): a timed kernel
+    whose device time a profiler (or a CUDA-graph replay) measured -- no per-call floor, but the
+    kernel still starts from an idle GPU (:func:`transient_clock_gain`)."""
+    floor = (np.where(device_only, 0.0,
+                      profile.get("gemm_call_floor") + np.where(linear, profile.get("gemm_linear_call_overhead"), 0.0))
              if include_floor else 0.0)
     return gemm_call_time(m, n, k, batch, floor_s=floor, overlap=profile.get("gemm_floor_overlap"),
+                          from_idle=include_floor,
                           base_over_boost=base_over_boost(gpu),
                           power_activity=power_activity(gpu, profile),
                           boost_window_s=profile.get("gemm_boost_window"),

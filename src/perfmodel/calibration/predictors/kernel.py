@@ -3,7 +3,10 @@
 A GEMM row is one call of ``batch`` (default 1) (m x k) @ (k x n) products in ``dtype``, timed by
 the kernel model :mod:`perfmodel.models.gemm`; a row whose ``op`` has the word ``linear``
 (nn.Linear, addmm with a bias) in an FP32 CUDA-core dtype runs at ``gemm_linear_efficiency`` of
-that rate (:func:`perfmodel.models.gemm.linear_share`; any other ``op`` text is a plain GEMM); a memcpy row copies a ``bytes``-sized buffer, and its
+that rate (:func:`perfmodel.models.gemm.linear_share`; any other ``op`` text is a plain GEMM); a row
+whose ``op`` has the word ``kernel`` is the device time of the kernel alone, as a profiler or a
+CUDA-graph replay measures it (no per-call floor; the GPU starts from idle); a memcpy row copies a
+``bytes``-sized buffer, and its
 GBps counts bytes read plus bytes written (measurement spec, kind = memcpy), timed by
 :func:`perfmodel.models.compute.roofline_time`.
 """
@@ -60,10 +63,12 @@ def _gemm_group(rows: pd.DataFrame, gpu_name: str, dtype: str, catalog: Catalog,
         raise ValueError(f"dtype {dtype!r} is unknown; allowed: {', '.join(compute.TRAIN_PRECISIONS)}")
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     batch = rows["batch"].fillna(1.0).to_numpy(dtype=float) if "batch" in rows else np.ones(len(rows))
-    # ``op`` is free text (spec: linear, bmm, matmul): "nn.Linear" or "torch.nn.Linear" name it too
-    linear = rows["op"].fillna("").astype(str).str.contains(r"\blinear\b", case=False, regex=True).to_numpy() \
-        if "op" in rows else np.zeros(len(rows), dtype=bool)
-    time_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile, linear=linear)
+    # ``op`` is free text (spec: linear, bmm, matmul): "nn.Linear" or "torch.nn.Linear" name it too;
+    # the word "kernel" marks a device time (profiler, CUDA-graph replay) without the call's floor
+    linear, device_only = (rows["op"].fillna("").astype(str).str.contains(rf"\b{word}\b", case=False, regex=True)
+                           .to_numpy() if "op" in rows else np.zeros(len(rows), dtype=bool)
+                           for word in ("linear", "kernel"))
+    time_s = gemm.gpu_time(m, n, k, batch, gpu, dtype, profile, linear=linear, device_only=device_only)
     flops = compute.gemm_flops(m, n, k, batch)
     return np.where(rows["metric"].to_numpy() == "tflops", flops / time_s / 1e12, time_s * 1e6)
 
