@@ -142,3 +142,22 @@ def test_source_group_is_the_first_word():
     assert source_group("stas00/ml-engineering network/README.md @ 744d01e") == "stas00/ml-engineering"
     assert source_group("Narayanan et al. 2021, 'Efficient ...'") == "Narayanan"
     assert source_group(float("nan")) == "(no source)"
+
+
+def test_check_files_are_sourced_predictable_and_kept_out_of_the_fit():
+    """data/checks holds published rows the shipped profile was not fitted on (an out-of-sample
+    check): each loads clean, names its source and url, is predicted, and none of its ids is a
+    shipped measurement that calibrate reads."""
+    from perfmodel.calibration.validate import validate
+    from perfmodel.hardware.catalog import load_catalog, shipped_data_path
+    from perfmodel.profile import default_profile
+
+    paths = sorted(shipped_data_path("checks").glob("*.csv"))
+    assert paths, "no check file shipped"
+    fitted = set(shipped_measurements()["id"])
+    for path in paths:
+        rows = load_measurements(path)
+        assert rows["source"].str.len().min() > 20 and rows["url"].str.startswith("https://").all(), path.name
+        assert not fitted & set(rows["id"]), path.name
+        scored = validate(rows, load_catalog(), default_profile())
+        assert scored["predicted"].notna().all(), scored.loc[scored["predicted"].isna(), ["id", "reason"]]
