@@ -39,7 +39,8 @@ def source_family(row_id: str) -> str:
     if row_id.startswith("neusight-"):
         return "NeuSight GEMM training split (" + row_id.split("-")[1] + ")"
     for prefix, family in (("mlm-ci-", "Megatron-LM CI golden values"), ("bigsci-", "BigScience tr11 benchmarks"),
-                           ("flagperf-", "FlagPerf")):
+                           ("flagperf-", "FlagPerf"), ("xla-sm90-", "XLA H100 matmul table (device time)"),
+                           ("vllm-23280-", "vLLM #23280 F.linear (CUDA-graph replay)")):
         if row_id.startswith(prefix):
             return family
     stem = row_id.rstrip("0123456789").rstrip("-")
