@@ -121,10 +121,10 @@ _TABLE = (
         name="gemm_kernel_latency", default=3e-6, low=0.0, high=2e-5, unit="s",
         description="device time of every GEMM kernel besides its tiles' work (the kernel's start on the "
                     "device, prologue, epilogue and completion): the duration of a tiny GEMM kernel",
-        source="NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs' (2019): a trivial kernel "
-               "takes 2.9 us on V100; XLA's H100 matmul table (tensorflow/tensorflow "
+        source="XLA's H100 matmul table (tensorflow/tensorflow "
                "third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h @ 372d578, sm_90): a "
-               "256 x 256 x 256 bf16 GEMM kernel takes 5.2-5.8 us of device time; prior 3 us, fitted by "
+               "256 x 256 x 256 bf16 GEMM kernel takes 5.2-5.8 us of device time, its tiles' work under 1 us; "
+               "ASSUMPTION, prior 3 us (wide: log sigma 1), fitted by "
                "calibrate on the device-time GEMM rows (measurements/kernel_gemm_device.csv)",
         prior_log_sigma=1.0),
     Parameter(
