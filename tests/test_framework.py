@@ -215,7 +215,10 @@ def test_a_framework_its_rows_do_not_determine_is_pooled_towards_the_typical_one
     pooled = profile.get("framework_compute_efficiency")
     assert pooled == pytest.approx(math.sqrt(1.3 * 0.75), rel=0.04)
     deepspeed = profile.get("framework_compute_efficiency", "deepspeed")
-    assert pooled * 1.02 < deepspeed < 1.3
+    # its one exact row outweighs the prior, so it lands just below 1.3 -- up to the fit's numerical
+    # resolution (finite-difference step 1e-3, xtol 1e-4: fit.calibrate), which a model change can
+    # tip to either side
+    assert pooled * 1.02 < deepspeed < 1.3 * (1 + 2e-3)
 
 
 def test_validate_rows_carry_the_framework_and_the_pooled_assumption(catalog):
