@@ -358,6 +358,9 @@ workloads:
     (lambda: cnn("x", [{"op": "conv", "in_channels": 3}]), r"conv needs out_channels, kernel, input_size"),
     (lambda: cnn("x", [{"op": "warp"}]), r"op 'warp' is not known"),
     (lambda: register_workload(get_workload("resnet50")), r"taken by the zoo"),
+    (lambda: workload_from_spec(WorkloadSpec(model="bert-large", seq_len=128, mean_seq_len=200)),
+     r"mean_seq_len 200 exceeds seq_len 128"),
+    (lambda: workload_from_spec(WorkloadSpec(model="vit-b16", mean_seq_len=100)), r"mean_seq_len does not apply to vit"),
 ])
 def test_bad_input_is_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
@@ -396,3 +399,49 @@ def test_cli_workload_show_table_and_errors(capsys, only_workload_command):
     assert "not in the zoo" in capsys.readouterr().err
     assert main(["workload", "list"]) == 0
     assert "unet3d" in capsys.readouterr().out
+
+
+# --- samples shorter than seq_len (padding removed) ------------------------------------------------
+
+
+def test_mean_seq_len_equal_to_seq_len_is_the_padded_workload():
+    padded = workload_from_spec(WorkloadSpec(model="bert-large", seq_len=512))
+    same = workload_from_spec(WorkloadSpec(model="bert-large", seq_len=512, mean_seq_len=512))
+    for column in ("flops", "bytes", "params", "m", "n", "k"):
+        assert np.array_equal(getattr(padded.ops(8), column), getattr(same.ops(8), column)), column
+    assert same.params == padded.params and same.tokens_per_sample == 512
+
+
+@given(mean=st.integers(16, 2048), name=st.sampled_from(["gpt3-1.3b", "llama2-7b", "bert-large"]))
+@settings(max_examples=25, deadline=None)
+def test_unpadded_samples_cost_their_own_tokens(mean, name):
+    """GEMM work per sample is linear in the tokens a sample holds, attention's score work grows
+    as their square; parameters and the position table do not change."""
+    base = get_workload(name)
+    mean = min(mean, base.shape.seq_len)
+    short = workload_from_spec(WorkloadSpec(model=name, mean_seq_len=mean))
+    full = base.ops(2, flash_attention=False)
+    part = short.ops(2, flash_attention=False)
+    assert short.params == base.params and short.tokens_per_sample == mean
+    ratio = mean / base.shape.seq_len
+    layer_matmul = [i for i, (kind, where) in enumerate(zip(full.kind, full.placement))
+                    if kind == "matmul" and where == "layer"]
+    attention = [i for i, kind in enumerate(full.kind) if kind == "attention"]
+    assert np.allclose(part.flops[layer_matmul], full.flops[layer_matmul] * ratio)
+    assert np.allclose(part.flops[attention], full.flops[attention] * ratio ** 2)
+
+
+def test_unpadded_samples_keep_the_memory_of_the_longest_batch():
+    """A binned loader's longest bin still holds seq_len-token samples: the memory a plan needs does
+    not shrink with mean_seq_len, the step time does."""
+    from perfmodel import estimate
+    scenario = {"workload": {"model": "bert-large", "seq_len": 512},
+                "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3"},
+                "plan": {"precision": "fp16", "micro_batch": 32, "global_batch": 256, "tp": 1, "pp": 1}}
+    padded = estimate(scenario)
+    binned = estimate({**scenario, "workload": {**scenario["workload"], "mean_seq_len": 256}})
+    assert binned.memory["total"] == padded.memory["total"]
+    assert binned.step_time_s < padded.step_time_s
+    for key in ("forward", "backward"):  # half the tokens: GEMMs halve, attention quarters, kernel latencies stay
+        assert 0.25 < binned.breakdown_s[key] / padded.breakdown_s[key] < 1.0, key
+    assert binned.tokens_per_s == pytest.approx(binned.samples_per_s * 256)

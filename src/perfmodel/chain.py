@@ -578,7 +578,7 @@ STEPS: dict[str, Callable[[ChainInputs, dict], dict]] = {
 
 
 def _tokens_per_rank(inputs: ChainInputs) -> np.ndarray:
-    return inputs.degree("micro_batch") * inputs.workload.shape.seq_len / inputs.degree("cp")
+    return inputs.degree("micro_batch") * inputs.workload.shape.processed_len / inputs.degree("cp")
 
 
 def _rates(inputs: ChainInputs, values: dict) -> dict:

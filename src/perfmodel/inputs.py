@@ -52,7 +52,7 @@ INTEGER_LIMITS: dict[str, int] = {
     "micro_batch": 2**16, "global_batch": 2**24,
     # model shape
     "layers": 10_000, "hidden": 2**20, "ffn_hidden": 2**22, "heads": 2**16, "kv_heads": 2**16,
-    "seq_len": 2**24, "vocab": 2**24, "image_size": 2**16,
+    "seq_len": 2**24, "mean_seq_len": 2**24, "vocab": 2**24, "image_size": 2**16,
     # mixture of experts: DeepSeek-V3 has 256 routed experts, top-8
     "experts": 2**16, "top_k": 2**16,
     # GEMM shapes and byte counts of measurement rows

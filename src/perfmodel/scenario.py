@@ -69,6 +69,9 @@ class WorkloadSpec(_Section):
     ffn_hidden: Count("ffn_hidden") | None = None
     ffn_act: Literal["gelu", "swiglu"] | None = None
     seq_len: Count("seq_len") | None = None
+    mean_seq_len: Count("mean_seq_len") | None = Field(
+        None, description="average tokens per sample when the data loader removes padding (binning, "
+                          "unpadding); null = every sample padded to seq_len")
     vocab: Count("vocab") | None = None
     image_size: Count("image_size") | None = None
     experts: Count("experts") | None = Field(None, description="mixture of experts: experts per MLP (1 = dense)")

@@ -26,7 +26,7 @@ __all__ = ["COLUMNS", "KINDS", "METRICS", "MeasurementError", "check_measurement
 
 COLUMNS = (
     "id", "kind", "gpu", "num_gpus", "gpus_per_node", "intra", "inter",
-    "model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab",
+    "model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "mean_seq_len", "vocab",
     "precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero",
     "framework", "software", "train_samples", "train_tokens",
     "collective", "algorithm", "message_bytes",
@@ -55,14 +55,14 @@ KIND_FIELDS = {
 }
 """Fields a row of each kind must fill in (besides REQUIRED_COLUMNS)."""
 
-SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab")
+SHAPE_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "mean_seq_len", "vocab")
 """The transformer-shape columns of the format (``model = transformer`` rows)."""
 
 TRANSFORMER_FIELDS = ("layers", "hidden", "heads", "seq_len", "vocab")
 """Fields a ``train`` row with ``model = transformer`` must fill in."""
 
 WHOLE_COLUMNS = ("num_gpus", "gpus_per_node", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
-                 "seq_len", "vocab", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch",
+                 "seq_len", "mean_seq_len", "vocab", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch",
                  "message_bytes", "m", "n", "k", "batch", "bytes")
 """Counts and sizes: whole numbers > 0."""
 

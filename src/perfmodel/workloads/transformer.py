@@ -55,6 +55,17 @@ layers, then ``layers - encoder_layers`` causal decoder layers with cross-attent
 source as long as the target (``seq_len`` tokens each; a sample is a sentence pair), sinusoidal
 positions, one embedding shared by source, target and output.
 
+**Samples shorter than** ``seq_len`` (``mean_seq_len``): a dataset of variable-length samples
+padded to ``seq_len`` wastes the padding's compute -- BERT's Wikipedia pretraining data at 512
+tokens is more than half padding (Krell et al. 2021, "Efficient sequence packing without
+cross-contamination", arXiv 2107.02027, Sec. 1) -- and a data loader that removes it (sequence
+binning, each batch padded only to its own bin's longest sample, as NVIDIA's LDDL does;
+unpadded or packed kernels) processes ``mean_seq_len`` tokens per sample on average.  The op table
+then counts ``mean_seq_len`` tokens per sample and attention over ``mean_seq_len`` keys (a batch of
+equal-length samples: the spread of lengths, whose attention work grows as the mean of the squared
+length, is not counted); the memory a plan needs stays that of ``seq_len``-token samples (the batch
+of the longest bin), and the position table stays ``seq_len`` long.
+
 Per-shape variations read from HuggingFace configs (:mod:`perfmodel.workloads.hf`): ``qkv_bias``
 (Qwen2 has biases on q, k, v only), ``learned_positions`` (GPT-NeoX is a GPT-style model with
 rotary positions, so no position table).
@@ -134,6 +145,7 @@ class TransformerShape:
     encoder_layers: int | None = None  # encdec: the first ``encoder_layers`` of ``layers``
     adaptive_cutoffs: tuple[int, ...] = ()  # txl: adaptive softmax cluster boundaries
     adaptive_div: int = 1  # txl: width divisor per cluster
+    mean_seq_len: int | None = None  # tokens a sample holds on average when padding is removed; None: seq_len
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -185,6 +197,19 @@ class TransformerShape:
             raise ValueError(f"capacity_factor must be a positive number, got {self.capacity_factor!r}")
         if self.arch == "bert" and self.seq_len > BERT_MAX_POSITIONS:
             raise ValueError(f"seq_len {self.seq_len} exceeds BERT's {BERT_MAX_POSITIONS} positions")
+        if self.mean_seq_len is not None:
+            positive_int(self.mean_seq_len, "mean_seq_len")
+            if self.mean_seq_len > self.seq_len:
+                raise ValueError(f"mean_seq_len {self.mean_seq_len} exceeds seq_len {self.seq_len}: it is the "
+                                 f"average length of samples padded or truncated to at most seq_len")
+            if self.arch == "vit":
+                raise ValueError("mean_seq_len does not apply to vit: every image has the same number of patches")
+
+    @property
+    def processed_len(self) -> int:
+        """Tokens the GPU processes per sample on average: ``mean_seq_len`` when the data loader removes
+        padding, else ``seq_len`` (every sample padded to it)."""
+        return self.seq_len if self.mean_seq_len is None else self.mean_seq_len
 
     @property
     def head_dim(self) -> int:
@@ -244,7 +269,8 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
                 learned_positions: bool | None = None, experts: int = 1, top_k: int = 1,
                 capacity_factor: float | None = None, expert_ffn_hidden: int | None = None,
                 shared_ffn_hidden: int = 0, mem_len: int = 0, encoder_layers: int | None = None,
-                adaptive_cutoffs: tuple[int, ...] = (), adaptive_div: int = 1) -> Workload:
+                adaptive_cutoffs: tuple[int, ...] = (), adaptive_div: int = 1,
+                mean_seq_len: int | None = None) -> Workload:
     """A transformer workload; unset fields take the architecture's convention (module docstring):
     ``kv_heads = heads``, ``ffn_hidden = 4 hidden``, ``ffn_act`` swiglu for llama else gelu, causal
     for gpt/llama, tied for gpt/bert, RMSNorm for llama.  ViT takes ``image_size``/``patch_size``
@@ -277,7 +303,7 @@ def transformer(name: str = "transformer", arch: str = "gpt", layers: int = 12, 
         image_size=image_size, patch_size=patch_size, qkv_bias=qkv_bias,
         learned_positions=learned_positions, experts=experts, top_k=top_k, capacity_factor=capacity_factor,
         expert_ffn_hidden=expert_ffn_hidden, shared_ffn_hidden=shared_ffn_hidden, mem_len=mem_len, adaptive_cutoffs=tuple(adaptive_cutoffs), adaptive_div=adaptive_div,
-        encoder_layers=(layers // 2 if arch == "encdec" and encoder_layers is None else encoder_layers))
+        mean_seq_len=mean_seq_len, encoder_layers=(layers // 2 if arch == "encdec" and encoder_layers is None else encoder_layers))
     return workload_of(name, shape)
 
 
@@ -289,7 +315,7 @@ def workload_of(name: str, shape: TransformerShape) -> Workload:
     unused_experts = 1.0 - shape.top_k / shape.experts if shape.moe else 0.0
     active = params - unused_experts * float(table.total("params", expert=True))
     return Workload(name=name, family="transformer", shape=shape, params=params,
-                    tokens_per_sample=shape.seq_len, layers=shape.layers, builder=builder, active_params=active)
+                    tokens_per_sample=shape.processed_len, layers=shape.layers, builder=builder, active_params=active)
 
 
 def moe_all_to_all_bytes(shape: TransformerShape, micro_batch=1, cp=1, precision: str = "bf16"):
@@ -303,7 +329,7 @@ def moe_all_to_all_bytes(shape: TransformerShape, micro_batch=1, cp=1, precision
     b, c = np.asarray(micro_batch, dtype=float), np.asarray(cp, dtype=float)
     if not shape.moe:
         return np.zeros(np.broadcast_shapes(b.shape, c.shape))
-    return A * shape.expert_rows_factor * b * shape.seq_len / c * shape.hidden
+    return A * shape.expert_rows_factor * b * shape.processed_len / c * shape.hidden
 
 
 def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precision: str = "bf16",
@@ -314,7 +340,7 @@ def transformer_ops(shape: TransformerShape, micro_batch=1, tp=1, cp=1, precisio
     b, t, c, plan_shape = plan_arrays(micro_batch, tp, cp)
     if not np.all(shape.plan_valid(t.astype(int), c.astype(int))):
         _explain_invalid(shape, t.astype(int), c.astype(int))
-    s, h, d = shape.seq_len, shape.hidden, shape.head_dim
+    s, h, d = shape.processed_len, shape.hidden, shape.head_dim
     T = b * s / c                                        # tokens per GPU
     R = T / t if sequence_parallel else T                # tokens of a norm or residual add per GPU
     q_heads = shape.heads / t

@@ -305,8 +305,8 @@ def load_workloads_yaml(path: str | Path, register: bool = True) -> list[Workloa
     return workloads
 
 
-_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "vocab", "image_size",
-                 "experts", "top_k", "capacity_factor")
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "seq_len", "mean_seq_len", "vocab",
+                 "image_size", "experts", "top_k", "capacity_factor")
 
 
 @functools.lru_cache(maxsize=64)
