@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from perfmodel import estimate, load_catalog
 from perfmodel.chain import BREAKDOWN, run_chain
 from perfmodel.models import memory
-from perfmodel.models.stages import stage_layers
+from perfmodel.models.stages import cost_balanced_stages, layer_cost_units, stage_layers
 from perfmodel.plans import PLAN_FIELDS, RECOMPUTE_CODES, check_plans, reasons_from_mask
 from perfmodel.profile import default_profile
 from perfmodel.workloads import get_workload
@@ -132,3 +132,49 @@ def test_the_largest_middle_stage_can_need_the_most_memory():
     assert out["memory_stage"][0] == "middle"
     inflight = memory.pipeline_inflight_microbatches(16, 32, 1, 1)
     assert out["memory_activations"][0] >= inflight * 8 * per_layer
+
+
+# --- stages placed by compute cost (nanotron) ------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(layers=st.integers(1, 160), head_cost=st.floats(0.0, 12.0), data=st.data())
+def test_cost_balanced_stages_place_every_block_once_and_in_order(layers, head_cost, data):
+    pp = data.draw(st.integers(1, layers))
+    stages = cost_balanced_stages(layers, head_cost, pp)
+    assert len(stages) == pp and sum(n for n, _, _ in stages) == layers
+    assert stages[0][1] and sum(pre for _, pre, _ in stages) == 1
+    head = [i for i, (_, _, post) in enumerate(stages) if post]
+    assert len(head) == 1
+    assert all(n == 0 for n, _, _ in stages[head[0] + 1:])  # blocks keep their order: nothing after the head
+    # a stage stops at the block that passes its share of the cost: at most one block over its share
+    costs = [n + post * head_cost for n, _, post in stages]
+    assert max(costs) <= (layers + head_cost) / pp + max(1.0, head_cost) + 1e-9
+
+
+def test_nanotron_gives_a_large_vocabulary_head_a_stage_of_its_own():
+    # 16 layers of a 1B Llama (h 2048, ffn 8192) and a 131,072-word LM head: the head weighs
+    # 131072 h / (4 h^2 + 3 x 8192 h) = 4 layers, so on 8 stages it gets a stage to itself
+    shape = transformer(arch="llama", layers=16, hidden=2048, heads=32, ffn_hidden=8192, seq_len=4096,
+                        vocab=131072).shape
+    assert layer_cost_units(shape) == pytest.approx(4.0)
+    stages = cost_balanced_stages(16, layer_cost_units(shape), 8)
+    assert [n for n, _, _ in stages] == [3, 3, 2, 3, 2, 3, 0, 0] and stages[6][2]
+    assert cost_balanced_stages(16, 4.0, 4) == [(6, True, False), (5, False, False), (5, False, False),
+                                                (0, False, True)]
+
+
+def test_cost_balanced_stages_pace_the_pipeline_for_nanotron_only():
+    workload = transformer(arch="llama", layers=16, hidden=2048, heads=32, ffn_hidden=8192, seq_len=4096,
+                           vocab=131072)
+    plan = one_plan(pp=8, global_batch=64)
+    steps = {framework: run_chain(workload, h100(8), plan, framework=framework, **SETTINGS).steps["compute"]
+             for framework in ("nanotron", "megatron")}
+    nano = steps["nanotron"]
+    per_layer, post = nano["layer_fwd"][0] / 16, nano["post_fwd"][0]
+    # the slowest of the placed stages: 3 layers (+ the embedding) or the LM head alone
+    assert nano["t_fwd"][0] == pytest.approx(max(3 * per_layer + nano["pre_fwd"][0], post), rel=1e-12)
+    assert nano["stage_layers"][0] == 3
+    mega = steps["megatron"]  # Megatron's even split: 2 layers and the LM head on the last stage
+    assert mega["t_fwd"][0] == pytest.approx(max(2 * mega["layer_fwd"][0] / 16 + mega["pre_fwd"][0],
+                                                 2 * mega["layer_fwd"][0] / 16 + mega["post_fwd"][0]), rel=1e-12)

@@ -24,10 +24,10 @@ from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
-from perfmodel.models.stages import stage_layers
+from perfmodel.models.stages import cost_balanced_stages, layer_cost_units, stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
-from perfmodel.vocabulary import (DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS, HALF_PRECISION_GRADIENT_REDUCE,
-                                  TP_DGRAD_OVERLAP, ZERO3_REGATHER_ON_RECOMPUTE)
+from perfmodel.vocabulary import (COST_BALANCED_STAGES, DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS,
+                                  HALF_PRECISION_GRADIENT_REDUCE, TP_DGRAD_OVERLAP, ZERO3_REGATHER_ON_RECOMPUTE)
 from perfmodel.workloads.ops import unique_plan_shapes
 
 # the module, not the package's `transformer` function of the same name: its moe_all_to_all_bytes
@@ -183,8 +183,10 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     """Forward and backward time of one micro-batch on the slowest pipeline stage (per-op roofline,
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
-    the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace) and the
-    micro-batches per step.  fp8: the weights' casts run once per step, on the first micro-batch
+    the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace; a framework of
+    :data:`~perfmodel.vocabulary.COST_BALANCED_STAGES` places them by cost,
+    :func:`~perfmodel.models.stages.cost_balanced_stages`, and the stage with the most work sets the pace,
+    its neighbours' layer counts not mattering) and the micro-batches per step.  fp8: the weights' casts run once per step, on the first micro-batch
     (:func:`perfmodel.models.compute.fp8_cast_times`).  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
     forward and backward pass on a stage are one graph: no per-kernel host dispatch
     (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
@@ -201,11 +203,22 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     layers = inputs.workload.layers
     first, middle, last = stage_layers(layers, pp)
     single_stage = pp == 1
+    balanced = (inputs.framework in COST_BALANCED_STAGES and inputs.workload.family == "transformer"
+                and bool(np.any(pp > 1)))
+    if balanced:  # stages placed by cost: {pp: [(layers, holds pre, holds post) per stage]}
+        head_cost = layer_cost_units(inputs.workload.shape)
+        placements = {int(p): cost_balanced_stages(layers, head_cost, int(p)) for p in np.unique(pp[pp > 1])}
 
     def slowest_stage(per_model_layers, pre, post):
         per_layer = per_model_layers / layers
-        return np.where(single_stage, per_model_layers + pre + post,
-                        np.maximum.reduce([first * per_layer + pre, middle * per_layer, last * per_layer + post]))
+        if not balanced:
+            return np.where(single_stage, per_model_layers + pre + post,
+                            np.maximum.reduce([first * per_layer + pre, middle * per_layer, last * per_layer + post]))
+        out = per_model_layers + pre + post
+        for p, stages in placements.items():
+            out = np.where(pp == p, np.maximum.reduce([n * per_layer + holds_pre * pre + holds_post * post
+                                                       for n, holds_pre, holds_post in stages]), out)
+        return out
 
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
@@ -216,6 +229,9 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep
     params_local = slowest_stage(layer_params, c["pre_params"], c["post_params"])
     largest = np.maximum.reduce([first, middle, last])
+    if balanced:
+        for p, stages in placements.items():
+            largest = np.where(pp == p, max(n for n, _, _ in stages), largest)
     weight_cast = slowest_stage(c["layer_weight_cast"], c["pre_weight_cast"], c["post_weight_cast"])
     return {**c, "micro_batches": micro_batches, "t_fwd": t_fwd, "t_bwd": t_bwd, "params_local": params_local,
             "ep": ep, "stage_layers": largest, "stage_share": largest / layers,

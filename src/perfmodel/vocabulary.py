@@ -144,6 +144,15 @@ FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, **_lacked("sequence_parallel")
 FRAMEWORK_ZERO = {"megatron": 0, **_lacked("zero"), "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0,
                   "dle-paddle": 0, "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
 
+# Frameworks that place pipeline stages by compute cost instead of splitting the layers evenly and
+# putting the output layer on the last stage: nanotron's build_model (huggingface/nanotron
+# src/nanotron/models/base.py @ 01de8d9, "Balance compute across PP blocks") weighs a decoder layer
+# 4 heads d_head h + 3 ffn h and the LM head vocab h (its models' get_block_compute_costs) and cuts
+# the stages at equal shares of the cumulative cost (perfmodel.models.stages.cost_balanced_stages),
+# so a 131k-word LM head gets a stage of its own.  Megatron-LM and the others split the layers
+# (perfmodel.models.stages.stage_layers).  The memory a plan needs still follows the even split.
+COST_BALANCED_STAGES = ("nanotron",)
+
 # Frameworks whose ZeRO-3 gathers a layer's parameters again for the recomputed forward pass of
 # activation checkpointing: DeepSpeed's forward hooks (parameter_offload.py,
 # pre_sub_module_forward_function) fire during the recomputation inside the backward pass and its

@@ -1,10 +1,11 @@
-"""Pipeline stages: how many layers each stage holds when the stages do not divide the layers."""
+"""Pipeline stages: how many layers each stage holds when the stages do not divide the layers, and
+how a framework that places stages by compute cost (nanotron) splits them."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["stage_layers"]
+__all__ = ["stage_layers", "cost_balanced_stages", "layer_cost_units"]
 
 
 def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -25,3 +26,36 @@ def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     last = np.where(pp > 1, np.maximum(full - np.floor(extra / 2.0), 1.0), float(layers))
     middle = np.where(pp > 2, np.ceil((layers - first - last) / np.maximum(pp - 2.0, 1.0)), 0.0)
     return first, middle, last
+
+
+def layer_cost_units(shape) -> float:
+    """The output layer's cost in units of one transformer layer's, as nanotron weighs them to place
+    its pipeline stages (``get_block_compute_costs`` of its models, huggingface/nanotron
+    ``src/nanotron/models/llama.py``): a decoder layer ``4 heads d_head h + 3 ffn h`` (``2 ffn h`` for a
+    two-matrix GELU MLP), the LM head ``vocab h``; embedding, norms and loss cost nothing."""
+    mlp_matrices = 3 if shape.ffn_act == "swiglu" else 2
+    layer = 4 * shape.heads * shape.head_dim * shape.hidden + mlp_matrices * shape.ffn_hidden * shape.hidden
+    return shape.vocab * shape.hidden / layer
+
+
+def cost_balanced_stages(layers: int, head_cost: float, pp: int) -> list[tuple[int, bool, bool]]:
+    """``(layers, holds the embedding, holds the output layer)`` of each of ``pp`` stages when the
+    blocks (embedding, ``layers`` layers of cost 1, output layer of cost ``head_cost``) are placed
+    in order by cumulative cost, as nanotron's ``build_model`` does (huggingface/nanotron
+    ``src/nanotron/models/base.py`` @ 01de8d9): a stage takes blocks until their cumulative cost
+    passes ``total x (stage + 1) / pp``; the block that passes it stays on that stage.  A heavy
+    output layer (a large vocabulary) then gets a stage with fewer layers, or none."""
+    cumulative = np.cumsum([0.0] + [1.0] * layers + [float(head_cost)])
+    total = cumulative[-1]
+    stages = [[0, False, False] for _ in range(pp)]
+    rank = 0
+    for block, cost in enumerate(cumulative):
+        if block == 0:
+            stages[rank][1] = True
+        elif block == layers + 1:
+            stages[rank][2] = True
+        else:
+            stages[rank][0] += 1
+        if cost > total * (rank + 1) / pp and rank < pp - 1:
+            rank += 1
+    return [tuple(stage) for stage in stages]
