@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from perfmodel import estimate, load_catalog
 from perfmodel.chain import BREAKDOWN, run_chain
 from perfmodel.models import memory
-from perfmodel.models.stages import cost_balanced_stages, layer_cost_units, stage_layers
+from perfmodel.models.stages import cost_balanced_stages, head_cost_in_layers, stage_layers
 from perfmodel.plans import PLAN_FIELDS, RECOMPUTE_CODES, check_plans, reasons_from_mask
 from perfmodel.profile import default_profile
 from perfmodel.workloads import get_workload
@@ -157,8 +157,8 @@ def test_nanotron_gives_a_large_vocabulary_head_a_stage_of_its_own():
     # 131072 h / (4 h^2 + 3 x 8192 h) = 4 layers, so on 8 stages it gets a stage to itself
     shape = transformer(arch="llama", layers=16, hidden=2048, heads=32, ffn_hidden=8192, seq_len=4096,
                         vocab=131072).shape
-    assert layer_cost_units(shape) == pytest.approx(4.0)
-    stages = cost_balanced_stages(16, layer_cost_units(shape), 8)
+    assert head_cost_in_layers(shape) == pytest.approx(4.0)
+    stages = cost_balanced_stages(16, head_cost_in_layers(shape), 8)
     assert [n for n, _, _ in stages] == [3, 3, 2, 3, 2, 3, 0, 0] and stages[6][2]
     assert cost_balanced_stages(16, 4.0, 4) == [(6, True, False), (5, False, False), (5, False, False),
                                                 (0, False, True)]

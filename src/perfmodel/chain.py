@@ -24,7 +24,7 @@ from perfmodel.hardware.catalog import require_network
 from perfmodel.hardware.specs import Cluster
 from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
-from perfmodel.models.stages import cost_balanced_stages, layer_cost_units, stage_layers
+from perfmodel.models.stages import cost_balanced_stages, head_cost_in_layers, stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
 from perfmodel.vocabulary import (COST_BALANCED_STAGES, DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS,
                                   HALF_PRECISION_GRADIENT_REDUCE, TP_DGRAD_OVERLAP, ZERO3_REGATHER_ON_RECOMPUTE)
@@ -206,7 +206,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     balanced = (inputs.framework in COST_BALANCED_STAGES and inputs.workload.family == "transformer"
                 and bool(np.any(pp > 1)))
     if balanced:  # stages placed by cost: {pp: [(layers, holds pre, holds post) per stage]}
-        head_cost = layer_cost_units(inputs.workload.shape)
+        head_cost = head_cost_in_layers(inputs.workload.shape)
         placements = {int(p): cost_balanced_stages(layers, head_cost, int(p)) for p in np.unique(pp[pp > 1])}
 
     def slowest_stage(per_model_layers, pre, post):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["stage_layers", "cost_balanced_stages", "layer_cost_units"]
+__all__ = ["stage_layers", "cost_balanced_stages", "head_cost_in_layers"]
 
 
 def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -28,7 +28,7 @@ def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return first, middle, last
 
 
-def layer_cost_units(shape) -> float:
+def head_cost_in_layers(shape) -> float:
     """The output layer's cost in units of one transformer layer's, as nanotron weighs them to place
     its pipeline stages (``get_block_compute_costs`` of its models, huggingface/nanotron
     ``src/nanotron/models/llama.py``): a decoder layer ``4 heads d_head h + 3 ffn h`` (``2 ffn h`` for a
