@@ -512,7 +512,7 @@ def test_unfused_attention_times_softmax_and_dropout_as_kernels_of_their_own():
     i = table.name.index("attention")
     forward, backward = compute.op_times(table, gpu, "fp16", profile, host_floor=False)
     peak, bandwidth, eta_c, eta_m, launch = (np.broadcast_to(x, np.shape(table.flops))[i].item() if np.ndim(x) else x
-                                             for x in compute._roofline_inputs(table, gpu, "fp16", profile))
+                                             for x in compute.roofline_inputs(table, gpu, "fp16", profile))
     flops, nbytes, side = table.flops[i].item(), table.bytes[i].item(), table.pass_bytes[i].item()
     gemms = max(flops / (peak * eta_c), (nbytes - side) / (bandwidth * eta_m))
     assert forward[i].item() == pytest.approx(gemms + side / (bandwidth * eta_m) + 4 * launch)

@@ -52,6 +52,17 @@ def test_time_never_decreases_with_a_dimension(m, n, k, batch, which, extra):
     assert kernel(*bigger) >= kernel(*base) * (1 - 1e-12)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(dims, dims, dims, st.sampled_from([1, 1, 2, 40])), min_size=1, max_size=8))
+def test_a_shape_takes_the_same_time_alone_and_in_a_large_array(shapes):
+    # small arrays stack the split-k factors in one pass, large ones loop over them: one answer
+    m, n, k, batch = (np.array(column, dtype=float) for column in zip(*shapes))
+    repeats = gemm._STACKED_ELEMENTS // len(gemm.SPLITS) // len(shapes) + 1
+    large = kernel(*(np.tile(x, repeats) for x in (m, n, k, batch)))
+    assert large.size * len(gemm.SPLITS) > gemm._STACKED_ELEMENTS
+    np.testing.assert_array_equal(large[:len(shapes)], kernel(m, n, k, batch))
+
+
 @settings(max_examples=100, deadline=None)
 @given(dims, dims, dims, batches, st.floats(1e-6, 1e-4), st.floats(1.0, 16.0))
 def test_the_floor_holds(m, n, k, batch, floor_s, overlap):

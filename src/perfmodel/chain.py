@@ -92,7 +92,9 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framework) -> dict[str, np.ndarray]:
     """:func:`_unique_compute`'s terms for each plan shape of the op ``table``."""
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
-    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False)
+    roofline = compute.roofline_inputs(table, gpu, precision, profile)
+    forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False,
+                                         inputs=roofline)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
     host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
     # the host one standard error slower (log space): what an uncertain host time can do to the passes
@@ -132,7 +134,8 @@ def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framew
         "layer_params": table.total("params", placement="layer"),
         "pre_params": table.total("params", placement="pre"),
         "post_params": table.total("params", placement="post"),
-        "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained)
+        "memory_bound_share": (op_seconds * compute.memory_bound(table, gpu, precision, profile, sustained,
+                                                                        inputs=roofline)
                                ).sum(axis=0) / op_seconds.sum(axis=0),
         # the share of the passes' time the host's dispatch sets (compute.queued_time)
         "launch_bound_share": sum(time * host_bound for time, host_bound, _ in passes.values()) / pass_seconds,

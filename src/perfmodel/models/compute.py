@@ -62,7 +62,7 @@ from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
+    "op_peaks", "roofline_inputs", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
     "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
 ]
 
@@ -190,18 +190,25 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     return np.where(shaped, shape_eta, np.where(tensor, large_tile * factor, 1.0))
 
 
-def _roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
-    """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time."""
-    group = gpu.architecture
+def roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
+    """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time.
+    Timing the GEMM-like ops' shapes is the costly part of a step's compute: a caller that needs
+    both :func:`op_times` and :func:`memory_bound` of one table computes these once and passes them
+    (``inputs=``)."""
     peak = np.where(table.per_op("fp32"), gpu.peak("fp32"), op_peaks(table.per_op("kind"), gpu, precision))
     eta_c = _efficiencies(table, gpu, precision, peak, profile)
-    return (peak, gpu.memory_bandwidth, eta_c, profile.get("memory_efficiency", group),
-            profile.get("kernel_launch_overhead"))
+    bandwidth, eta_m, launch = _memory_inputs(gpu, profile)
+    return peak, bandwidth, eta_c, eta_m, launch
+
+
+def _memory_inputs(gpu: GPU, profile: CalibrationProfile):
+    """(bandwidth, eta_memory, launch): what a memory-bound kernel's roofline time needs."""
+    return gpu.memory_bandwidth, profile.get("memory_efficiency", gpu.architecture), profile.get("kernel_launch_overhead")
 
 
 def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
              sustained: float = 1.0, cuda_graphs: bool = False,
-             host_floor: bool = True, framework: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+             host_floor: bool = True, framework: str | None = None, inputs=None) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward seconds of ONE instance of each op, shape ``(n_ops, *plan_shape)``.
 
     The roofline of each op's kernels (:func:`chain_time`) at the peak of :func:`op_peaks`; GEMM-like ops
@@ -220,9 +227,9 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     (:func:`fp8_cast_times`; its weight cast, once per step, is the caller's).  ``sustained`` scales the compute peaks
     (a whole training step holds a lower clock than an isolated kernel; see the
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
-    ``gpu.architecture``.
+    ``gpu.architecture``.  ``inputs``: the table's :func:`roofline_inputs`, when the caller has them.
     """
-    forward, backward = _kernel_times(table, gpu, precision, profile, sustained)
+    forward, backward = _kernel_times(table, gpu, precision, profile, sustained, inputs)
     host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time", framework)
     input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
                                                   framework)
@@ -282,7 +289,7 @@ def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: Calibratio
     casts = fp8_cast_bytes(table)
     if precision != "fp8":
         return tuple(np.zeros_like(cast) for cast in casts)
-    _, bandwidth, _, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
+    bandwidth, eta_m, launch = _memory_inputs(gpu, profile)
     host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
     return tuple(np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
                  for cast in casts)
@@ -310,10 +317,12 @@ def chain_time(flops, bytes, pass_bytes, kernels, peak_flops, bandwidth, compute
     return gemm + np.divide(pass_bytes, np.multiply(bandwidth, memory_efficiency)) + np.multiply(kernels, launch_overhead)
 
 
-def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float):
+def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float,
+                  inputs=None):
     """Forward and backward seconds of each op's kernels (:func:`chain_time`), before the host
-    dispatch floor; element-wise ops move only their unfused share of bytes."""
-    peak, *rest = _roofline_inputs(table, gpu, precision, profile)
+    dispatch floor; element-wise ops move only their unfused share of bytes.  ``inputs``: the
+    table's :func:`roofline_inputs`, when the caller has them."""
+    peak, *rest = inputs or roofline_inputs(table, gpu, precision, profile)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
     return (chain_time(table.flops, table.bytes * unfused, table.pass_bytes, table.per_op("kernels_forward"),
@@ -323,10 +332,11 @@ def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: Calibration
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-                 sustained: float = 1.0) -> np.ndarray:
+                 sustained: float = 1.0, inputs=None) -> np.ndarray:
     """True for the ops whose memory time exceeds their compute time on the roofline, same
-    shape as the table's columns (the forward and backward passes have the same intensity)."""
-    peak, bandwidth, eta_c, eta_m, _ = _roofline_inputs(table, gpu, precision, profile)
+    shape as the table's columns (the forward and backward passes have the same intensity).
+    ``inputs``: the table's :func:`roofline_inputs`, when the caller has them."""
+    peak, bandwidth, eta_c, eta_m, _ = inputs or roofline_inputs(table, gpu, precision, profile)
     return table.bytes / (bandwidth * eta_m) > table.flops / (peak * sustained * eta_c)
 
 
@@ -347,7 +357,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     if isinstance(micro_batch, bool) or int(micro_batch) != micro_batch or micro_batch <= 0:
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
-    peak, bandwidth, eta_c, eta_m, launch = _roofline_inputs(table, gpu, precision, profile)
+    peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile)
     kernels = table.per_op("kernels_forward")
     kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)
     host = profile.get("host_dispatch_time", framework) * kernels

@@ -89,6 +89,11 @@ tile with edge share ``e`` runs at ``(1 + c e_L) / (1 + c e)`` of it."""
 REFERENCE_TILE_ELEMENTS = 128 * 128
 """A block of this many outputs fills one SM; smaller blocks share an SM (``slots``)."""
 
+_STACKED_ELEMENTS = 1 << 18
+"""Largest broadcast shape x split factors that :func:`gemm_kernel_time` evaluates in one pass (a
+training step's op table: a few hundred shapes, where numpy's per-call cost dominates); larger
+arrays (the GEMM rows, a search's plans) go one split factor at a time to bound the temporaries."""
+
 CUDA_CORE_DTYPES = ("fp32",)
 """dtypes whose GEMMs run on CUDA cores (FP32 with TF32 off); the others on tensor cores."""
 
@@ -121,24 +126,26 @@ def gemm_kernel_time(m, n, k, batch, peak_flops, sm_count, bandwidth, l2_bytes, 
     per_sm = np.divide(peak_flops, sm_count)
     bandwidth = np.multiply(bandwidth, memory_efficiency)
     operands = (m * k + k * n) * input_bytes
+    splits = (1,) if np.all(batch > 1) else SPLITS  # a batched call never splits k
+    # the split factors as a leading axis while that stays small, else one split at a time
+    stacked = int(np.prod(shape)) * len(splits) <= _STACKED_ELEMENTS
+    split_groups = [np.reshape(splits, (-1,) + (1,) * len(shape))] if stacked else [float(s) for s in splits]
     for tm, tn in TILES:
         slots = max(1.0, REFERENCE_TILE_ELEMENTS / (tm * tn)) ** small_tile_sharing
         rate = (per_sm * efficiency * (1.0 + tile_edge_cost * LARGEST_TILE_EDGE)
                 / (1.0 + tile_edge_cost * (1.0 / tm + 1.0 / tn)))
         blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch
-        for split in SPLITS:
-            if split > 1 and np.all(batch > 1):  # no row can split k
-                continue
+        for split in split_groups:
             k_split = np.ceil(k / split)
             waves = np.ceil(blocks * split / (np.multiply(sm_count, slots)))
             compute = waves * slots * 2.0 * tm * tn * (k_split + k_overhead) / rate
-            outputs = m * n * output_bytes * (1.0 if split == 1 else 1.0 + 2.0 * split)
+            outputs = m * n * output_bytes * np.where(split == 1, 1.0, 1.0 + 2.0 * split)
             moved = batch * (operands + outputs)
             # nothing moved (an implicit GEMM, timed by its tiles only) costs no memory time
             hit = np.minimum(1.0, np.divide(l2_bytes, np.where(moved > 0, moved, 1.0)))
             memory = moved * (hit / l2_gain + (1.0 - hit)) / bandwidth
-            time = np.maximum(compute, memory)
-            best = np.minimum(best, time if split == 1 else np.where(batch > 1, np.inf, time))
+            time = np.where((split > 1) & (batch > 1), np.inf, np.maximum(compute, memory))
+            best = np.minimum(best, time.min(axis=0) if stacked else time)
     return best + kernel_latency
 
 
