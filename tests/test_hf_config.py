@@ -161,6 +161,15 @@ def test_unreadable_config_is_a_clear_error(tmp_path):
         hf_config_fields([1, 2], "x.json")
 
 
+def test_a_model_folder_reads_its_config_json(tmp_path, capsys, only_workload_command):
+    # the layout huggingface-cli download leaves: the folder is the model's name
+    assert load_hf_config(HF / "llama-2-7b").summary() == load_hf_config(config("llama-2-7b")).summary()
+    assert main(["workload", "show", str(HF / "mixtral-8x7b"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["active_params"] == pytest.approx(12.9e9, rel=0.002)
+    with pytest.raises(ValueError, match=rf"{tmp_path}: a folder without a config.json"):
+        load_hf_config(tmp_path)
+
+
 def test_every_supported_family_has_a_test_config():
     types = {json.loads(path.read_text())["model_type"] for path in HF.glob("*/config.json")}
     assert types == set(SUPPORTED_MODEL_TYPES)

@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="parameters, FLOPs per sample and the per-op-class table")
     show.add_argument("name", help="zoo model name (see 'perfmodel workload list'), a registered one, "
-                                   "or the path of a HuggingFace config.json")
+                                   "or the path of a HuggingFace config.json (or of the model folder holding it)")
     show.add_argument("--models", metavar="FILE", action="append", default=[],
                       help="YAML file of user models to register first (repeatable)")
     show.add_argument("--gpu", help="also time each forward op on this catalog GPU: predicted efficiency "
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 def handle_show(args) -> int:
     for path in args.models:
         load_workloads_yaml(path)
-    if args.name.endswith(".json") or Path(args.name).is_file():
+    if args.name.endswith(".json") or Path(args.name).exists():
         workload = load_hf_config(args.name)
     else:
         workload = get_workload(args.name)

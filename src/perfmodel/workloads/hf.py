@@ -192,8 +192,13 @@ def _vit_classes(config: _Config) -> int:
 def load_hf_config(path: str | Path, name: str | None = None, **overrides) -> Workload:
     """The transformer described by a HuggingFace ``config.json`` at ``path``.
 
-    ``name`` defaults to the config's ``_name_or_path`` or the folder name; ``overrides`` replace
-    mapped fields (``seq_len=2048``).  Errors name the file and the key."""
+    ``path`` may also be the model's folder (as ``huggingface-cli download`` leaves it), whose
+    ``config.json`` is read.  ``name`` defaults to the config's ``_name_or_path`` or the folder
+    name; ``overrides`` replace mapped fields (``seq_len=2048``).  Errors name the file and the key."""
+    if Path(path).is_dir():
+        if not (Path(path) / "config.json").is_file():
+            raise ValueError(f"{path}: a folder without a config.json (a HuggingFace model folder holds one)")
+        path = Path(path) / "config.json"
     where = str(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
