@@ -133,6 +133,57 @@ def test_each_workload_family_gets_the_spread_of_its_own_rows():
     assert "of cnn models" in text
 
 
+def gemm_cv(n=900, seed=2):
+    """Cross-validated GEMM rows: FP32 (CUDA-core) calls on an A100 and a T4, tensor-core GEMMs on
+    an A100 and an H100, each spread 0.1 (normal) around the model, and their row context from
+    :func:`iv.row_context` (which reads each row's unit from its dtype)."""
+    rng = np.random.default_rng(seed)
+    places = [("A100-PCIe-40GB", "fp32"), ("T4", "fp32"), ("A100-PCIe-40GB", "bf16"), ("H100-SXM5-80GB", "bf16")]
+    pick = rng.integers(0, len(places), n)
+    predicted = rng.uniform(10.0, 1000.0, n)
+    rows = pd.DataFrame({"id": [f"g{i}" for i in range(n)], "kind": "gemm",
+                         "gpu": [places[i][0] for i in pick], "dtype": [places[i][1] for i in pick],
+                         "num_gpus": 1, "metric": "time_us", "value": predicted * np.exp(0.1 * rng.standard_normal(n)),
+                         "m": 1024, "n": 1024, "k": 1024, "source": "synthetic"})
+    frame = pd.DataFrame({"id": rows["id"], "kind": "gemm", "gpu": rows["gpu"], "metric": "time_us",
+                          "measured": rows["value"], "predicted": predicted, "fold": rng.integers(0, 5, n)})
+    return frame, iv.row_context(rows, CATALOG)
+
+
+def test_an_fp32_gemm_on_a_gpu_measured_only_with_tensor_core_gemms_counts_as_unmeasured():
+    """A GEMM's unit is its family: an FP32 GEMM (CUDA cores, ``gemm_cuda_core_efficiency``) on an
+    H100 whose rows are all tensor-core GEMMs is a regime no row tested, so it gets the interval of
+    a GPU never measured, not the H100's tensor-core rows' narrow one."""
+    frame, context = gemm_cv()
+    assert set(context["family"]) == {"cuda-core", "tensor-core"}
+    gpus = pd.Series({"A100-PCIe-40GB": 0.5, "T4": 0.5, "H100-SXM5-80GB": 0.5})  # tau_gpu from a fake study
+    unseen_gpu = frame.assign(measured=frame["predicted"] * np.exp(np.where(frame["gpu"].map(gpus) > 0, 0.4, 0.0)
+                                                                 * np.sign(np.arange(len(frame)) % 2 - 0.5)))
+    model = iv.fit_interval_model(frame, PROFILE, context, unseen_gpu=unseen_gpu)
+    assert model["kinds"]["gemm"]["tau"]["gpu"] > 0
+
+    def width(gpu, family):
+        low, high = iv.ratio_bounds(model, PROFILE, "gemm", iv.architectures([gpu], CATALOG)[0], gpu=gpu,
+                                    family=family)
+        return float(high / low)
+
+    # as wide as on an H100 never measured at all, far wider than its tensor-core GEMMs' or an A100's FP32 ones
+    assert width("H100-SXM5-80GB", "cuda-core") == pytest.approx(width("H100-PCIe-80GB", "cuda-core"), rel=1e-6)
+    assert width("H100-SXM5-80GB", "cuda-core") > 1.5 * width("H100-SXM5-80GB", "tensor-core")
+    assert width("H100-SXM5-80GB", "cuda-core") > 1.5 * width("A100-PCIe-40GB", "cuda-core")
+    # and the other way round: the T4's tensor-core GEMMs were never measured, its FP32 ones were
+    assert width("T4", "tensor-core") > 1.5 * width("T4", "cuda-core")
+    # the unit's own efficiency is the parameter whose error an FP32 GEMM carries
+    profile = PROFILE.model_copy(update={
+        "values": {**PROFILE.values, "gemm_cuda_core_efficiency[Ampere]": 0.8},
+        "uncertainty": {**PROFILE.uncertainty, "gemm_cuda_core_efficiency[Ampere]": 0.2}})
+    assert iv.depends("gemm", "cuda-core") == ("gemm_cuda_core_efficiency",)
+    assert iv.parameter_variance(profile, "gemm", "Ampere", "cuda-core") == pytest.approx((0.2 / 0.8) ** 2)
+    assert iv.parameter_variance(profile, "gemm", "Ampere", "tensor-core") == pytest.approx((0.02 / 0.8) ** 2)
+    assert [iv.gemm_unit(d) for d in ("fp32", "FP32", "bf16", "fp8", None, "")] == [
+        "cuda-core", "cuda-core", "tensor-core", "tensor-core", None, None]
+
+
 def source_cv(n_sources=24, rows=30, seed=1, shift_sigma=0.25):
     """Training rows of ``n_sources`` sources, half on A100 (each source shifted by N(0,
     ``shift_sigma``) in log), half on H100 (sources agree); within a source the rows spread 0.03;
@@ -183,6 +234,54 @@ def test_sources_that_disagree_widen_their_nodes_and_sources_that_agree_do_not(m
     for column in range(2):
         assert (abs(np.mean(np.array(gaps[True])[:, column]) - 0.8)
                 < abs(np.mean(np.array(gaps[False])[:, column]) - 0.8))
+
+
+def uneven_sources_cv(seed=1, big=3, big_rows=200, small=24, small_rows=4):
+    """Training rows of sources of unequal size on one architecture: ``big`` sources of
+    ``big_rows`` rows that the model fits (log shifts ~ N(0, 0.03)) and ``small`` sources of
+    ``small_rows`` rows that it does not (N(0, 0.3)); rows spread 0.03 within a source; folds of
+    sources."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for s in range(big + small):
+        rows = big_rows if s < big else small_rows
+        predicted = rng.uniform(1.0, 100.0, rows)
+        shift = rng.normal(0.0, 0.03 if s < big else 0.3)
+        parts.append(pd.DataFrame({"kind": "train", "gpu": "A100-SXM4-80GB", "metric": "samples_per_s",
+                                   "predicted": predicted,
+                                   "measured": predicted * np.exp(shift + 0.03 * rng.standard_normal(rows)),
+                                   "fold": s % 5, "source": f"source {s}"}))
+    frame = pd.concat(parts, ignore_index=True)
+    frame["id"] = [f"r{i}" for i in range(len(frame))]
+    context = pd.DataFrame({"architecture": "Ampere", "num_gpus": 8.0, "model_params": 1e9, "seq_len": 2048.0,
+                            "framework": None, "fabric": None, "source": frame.pop("source")}, index=frame.index)
+    return frame, context
+
+
+def test_every_source_counts_once_in_the_quantiles(monkeypatch):
+    """A user's run, like each held-back set, is one new source: an interval should cover the rows
+    of a random source 80 % of the time, not a random row of the sources at hand.  Three large
+    well-fitted sources and 24 small scattered ones: quantiles of rows (the large sources' 600 of
+    696 rows) cover a small source's rows about a third of the time; every source weighing one,
+    about 80 % (held out by source, the mean over sources of each source's row coverage, five draws)."""
+    def source_coverage(weighted):
+        values = []
+        for seed in range(1, 6):
+            frame, context = uneven_sources_cv(seed)
+            with monkeypatch.context() as patch:
+                if not weighted:
+                    patch.setattr(iv, "_source_weights", lambda groups: np.ones(len(groups)))
+                scored = held_out_intervals(frame, context, PROFILE)
+            inside = (scored["measured"] >= scored["low_80"]) & (scored["measured"] <= scored["high_80"])
+            values.append(inside.groupby(context["source"]).mean().mean())
+        return float(np.mean(values))
+
+    assert 0.72 <= source_coverage(weighted=True) <= 0.88
+    assert source_coverage(weighted=False) < 0.5
+    assert iv._source_weights(["a", "a", "b", None]).tolist() == [0.5, 0.5, 1.0, 1.0]
+    values = np.array([3.0, 1.0, 2.0, 4.0])
+    assert iv._weighted_quantiles(values, [0.125, 0.5, 0.875], np.ones(4)).tolist() == [1.0, 2.5, 4.0]
+    assert iv._weighted_quantiles(values, [0.5], [1.0, 1.0, 1.0, 3.0])[0] > 3.0
 
 
 def test_a_family_with_few_rows_is_shrunk_towards_the_kind():

@@ -187,9 +187,10 @@ def without_architecture(profile, architecture: str):
 def group_out_intervals(group_frame, cv_frame, context, profile, column: str, levels=LEVELS, calibrate_unseen=False):
     """Intervals for a :func:`leave_group_out` frame (``fold`` = the held-out value of
     ``context[column]``): each group's rows are bounded by an interval model fitted on the
-    ``cv_frame`` residuals of the *other* groups, and, when ``column`` is ``architecture``, with
-    the profile's values of that architecture removed (:func:`without_architecture`), so the
-    group is new to both the parameters and the interval model, as a GPU never measured is.
+    ``cv_frame`` residuals of the *other* groups, and, when ``column`` is ``architecture`` (or
+    ``gpu``, for a GPU that no other GPU of its architecture joins in ``cv_frame``), with the
+    profile's values of that architecture removed (:func:`without_architecture`), so the group is
+    new to both the parameters and the interval model, as a GPU never measured is.
     ``calibrate_unseen``: also give each model the ``group_frame`` rows of the *other* groups as
     its ``unseen`` frame (``unseen_gpu`` when ``column`` is ``gpu``;
     :func:`perfmodel.calibration.intervals.fit_interval_model`), so the new-architecture (new-GPU)
@@ -203,6 +204,12 @@ def group_out_intervals(group_frame, cv_frame, context, profile, column: str, le
         others = cv_frame[(context.loc[cv_frame.index, column] != group).to_numpy()]
         held = group_frame[group_frame["fold"] == group]
         local = without_architecture(profile, group) if column == "architecture" else profile
+        if column == "gpu" and len(held):
+            # a GPU alone in its architecture: the refit without it had no value of that architecture
+            # (pooled), so neither may the profile whose uncertainties its interval model uses
+            architecture = context.loc[held.index, "architecture"].iloc[0]
+            if architecture is not None and architecture not in set(context.loc[others.index, "architecture"]):
+                local = without_architecture(profile, architecture)
         unseen = group_frame[group_frame["fold"] != group] if calibrate_unseen else None
         if column == "gpu":
             model = fit_interval_model(others, local, context, unseen_gpu=unseen)

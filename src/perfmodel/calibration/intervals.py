@@ -85,7 +85,7 @@ from perfmodel.chain import STEP_SHARES
 from perfmodel.models.compute import host_log_error
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
-__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
+__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FAMILY_DEPENDS", "GEMM_UNITS", "depends", "gemm_unit", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
            "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "attention_shift",
@@ -106,6 +106,10 @@ DEPENDS = {
     "collective": ("link_bandwidth_efficiency",),
     "train": ("gemm_tensor_core_efficiency", "sustained_clock_fraction"),
 }
+# a family of a kind whose dominant term another efficiency scales: an FP32 GEMM (TF32 off) runs on
+# the CUDA cores, at gemm_cuda_core_efficiency, whatever the tensor-core value
+FAMILY_DEPENDS = {("gemm", "cuda-core"): ("gemm_cuda_core_efficiency",)}
+GEMM_UNITS = ("cuda-core", "tensor-core")  # the family of a GEMM row: the unit its dtype runs on
 FEATURES = ("num_gpus", "model_params", "seq_len")  # scale axes, compared in decades (log10)
 ASSUMABLE = ("framework", "fabric")  # inputs a user may leave to a default; each has its tau
 _MAD_TO_SIGMA = 1.4826  # sigma of a normal = 1.4826 x its median absolute deviation
@@ -144,6 +148,22 @@ def rate_ratio(metric, measured, predicted):
     """measured / predicted for rate metrics, predicted / measured for time metrics."""
     is_time = np.isin(np.asarray(metric), TIME_METRICS)
     return np.where(is_time, predicted / measured, measured / predicted)
+
+
+def depends(kind: str, family=None) -> tuple[str, ...]:
+    """The efficiencies that scale the dominant time term of ``kind``'s rows of ``family``
+    (:data:`FAMILY_DEPENDS`, else :data:`DEPENDS` of the kind), in calibration-stage order."""
+    return FAMILY_DEPENDS.get((kind, family), DEPENDS.get(kind, ()))
+
+
+def gemm_unit(dtype) -> str | None:
+    """'cuda-core' for a dtype whose GEMMs run on the CUDA cores (fp32, TF32 off:
+    :data:`perfmodel.models.gemm.CUDA_CORE_DTYPES`), 'tensor-core' for the others, None when unknown."""
+    from perfmodel.models.gemm import CUDA_CORE_DTYPES
+
+    if not isinstance(dtype, str) or not dtype.strip():
+        return None
+    return GEMM_UNITS[0] if dtype.strip().lower() in CUDA_CORE_DTYPES else GEMM_UNITS[1]
 
 
 def _architecture(catalog, name) -> str | None:
@@ -234,8 +254,10 @@ SOURCE_GROUPED_KINDS = ("train", "collective")
 
 def row_context(measurements, catalog):
     """The context columns of measurement rows (same index): gpu, architecture, num_gpus,
-    model_params, family (the workload's: transformer or cnn), seq_len, framework (family),
-    fabric (the inter-node link, else the intra-node one), source."""
+    model_params, family (a training row's workload's: transformer or cnn; a GEMM row's
+    :func:`gemm_unit`: an FP32 GEMM on an architecture whose rows are all tensor-core GEMMs is a
+    regime the rows never tested), seq_len, framework (family), fabric (the inter-node link, else
+    the intra-node one), source."""
     import pandas as pd
 
     def column(name):
@@ -243,6 +265,9 @@ def row_context(measurements, catalog):
 
     fabric = column("inter").where(column("inter").notna(), column("intra"))
     params, family = _workload_facts(measurements)
+    if "dtype" in measurements and "kind" in measurements:
+        gemm = (measurements["kind"] == "gemm").to_numpy()
+        family[gemm] = [gemm_unit(dtype) for dtype in measurements["dtype"].to_numpy(dtype=object)[gemm]]
     return pd.DataFrame({
         "gpu": canonical_gpus(measurements["gpu"], catalog),
         "architecture": architectures(measurements["gpu"], catalog),
@@ -289,11 +314,11 @@ def _relative_variance(profile, name: str, group) -> float:
     return pooled + (float(np.mean(fitted)) if fitted else 0.0)
 
 
-def pinned(profile, kind: str, architecture) -> list[str]:
-    """Keys of :data:`DEPENDS` of ``kind`` whose value for ``architecture`` sits at a bound (link
-    kinds are not known from an architecture: their pooled key is checked)."""
+def pinned(profile, kind: str, architecture, family=None) -> list[str]:
+    """Keys of :func:`depends` of ``kind`` (and ``family``) whose value for ``architecture`` sits at
+    a bound (link kinds are not known from an architecture: their pooled key is checked)."""
     keys = []
-    for name in DEPENDS.get(kind, ()):
+    for name in depends(kind, family):
         per_architecture = PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture"
         key = f"{name}[{architecture}]" if per_architecture and architecture else None
         key = key if key in profile.values else name
@@ -321,12 +346,20 @@ def _factorize(values, shape=None):
     return np.broadcast_to(codes.reshape(values.shape), shape), uniques
 
 
-def parameter_variance(profile, kind, architecture) -> np.ndarray:
-    """``p``: :func:`_kind_variance` per estimate (arrays of kind and architecture)."""
-    shape = np.broadcast_shapes(np.shape(kind), np.shape(architecture))
+def parameter_variance(profile, kind, architecture, family=None) -> np.ndarray:
+    """``p``: :func:`_kind_variance` per estimate (arrays of kind, architecture and family)."""
+    shape = np.broadcast_shapes(np.shape(kind), np.shape(architecture), np.shape(family))
+    return _per_place(lambda k, a, f: _kind_variance(profile, k, a, f), kind, architecture, family, shape)
+
+
+def _per_place(function, kind, architecture, family, shape) -> np.ndarray:
+    """``function(kind, architecture, family)`` per estimate, evaluated once per distinct triple."""
     kind_codes, kinds = _factorize(kind, shape)
     arch_codes, archs = _factorize(architecture, shape)
-    return _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    family_codes, families = _factorize(family, shape)
+    table = np.array([[[function(k, a, f) for f in families] for a in archs] for k in kinds],
+                     dtype=float).reshape(len(kinds), len(archs), len(families))
+    return table[kind_codes, arch_codes, family_codes]
 
 
 def host_variance(host_log_sensitivity, shape=None) -> np.ndarray:
@@ -414,9 +447,9 @@ def _share_term(shares, groups, r, bias, variance) -> tuple[dict, np.ndarray]:
     return entry, u
 
 
-def _kind_variance(profile, kind: str, architecture) -> float:
-    """``p`` of one kind on one architecture: the squared relative standard errors of its
-    :data:`DEPENDS`, last stage first, stopping at a value fitted on the architecture's own rows.
+def _kind_variance(profile, kind: str, architecture, family=None) -> float:
+    """``p`` of one kind (and family) on one architecture: the squared relative standard errors of
+    its :func:`depends`, last stage first, stopping at a value fitted on the architecture's own rows.
 
     The stages fit in sequence, each holding the values of the earlier ones: the training stage
     fits ``sustained_clock_fraction[arch]`` with the kernel stage's
@@ -427,10 +460,10 @@ def _kind_variance(profile, kind: str, architecture) -> float:
     Volta, whose tensor-core efficiency no GEMM row measures (pooled, x1.5 uncertain), every
     training interval was 3.1 wide while its rows spread 13 % in-sample (median absolute log error).
     A value at a bound of its range stops the walk too but adds nothing: its Laplace error means
-    nothing there, and :func:`_bound_table` charges its prior instead.  An architecture whose last
+    nothing there, and :func:`_bound_variance` charges its prior instead.  An architecture whose last
     value was not fitted on rows of its own (pooled, or none) sums every term, as before."""
     total = 0.0
-    for name in reversed(DEPENDS.get(kind, ())):
+    for name in reversed(depends(kind, family)):
         per_architecture = PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture"
         group = architecture if per_architecture else None  # link kinds are not known from an architecture
         key = f"{name}[{group}]" if group else None
@@ -444,19 +477,14 @@ def _kind_variance(profile, kind: str, architecture) -> float:
     return total
 
 
-def _parameter_table(profile, kinds, archs) -> np.ndarray:
-    return np.array([[_kind_variance(profile, k, a) for a in archs] for k in kinds],
-                    dtype=float).reshape(len(kinds), len(archs))
-
-
-def _bound_table(profile, kinds, archs) -> np.ndarray:
-    """[kind, architecture]: the sum of ``prior_log_sigma^2`` over the :data:`DEPENDS` values at a
-    bound (:func:`pinned`).  The Laplace standard error assumes a posterior normal around an
-    interior optimum; at a bound the fit wanted to go beyond it by an amount the curvature does not
-    tell, so the only statement left about the value is its prior (elasticity 1: the prior's
-    log-variance is the estimate's).  :func:`_evaluate` weights it by ``n0 / (n + n0)``."""
-    return np.array([[sum(PARAMETERS[split_key(key)[0]].prior_log_sigma ** 2 for key in pinned(profile, k, a))
-                      for a in archs] for k in kinds], dtype=float).reshape(len(kinds), len(archs))
+def _bound_variance(profile, kind, architecture, family=None) -> float:
+    """The sum of ``prior_log_sigma^2`` over the :func:`depends` values at a bound (:func:`pinned`).
+    The Laplace standard error assumes a posterior normal around an interior optimum; at a bound the
+    fit wanted to go beyond it by an amount the curvature does not tell, so the only statement left
+    about the value is its prior (elasticity 1: the prior's log-variance is the estimate's).
+    :func:`_evaluate` weights it by ``n0 / (n + n0)``."""
+    return sum(PARAMETERS[split_key(key)[0]].prior_log_sigma ** 2
+               for key in pinned(profile, kind, architecture, family))
 
 
 # ---------------------------------------------------------------- fitting the model
@@ -553,21 +581,36 @@ def _families(info) -> np.ndarray:
     return np.array([f if isinstance(f, str) else None for f in info["family"]], dtype=object)
 
 
-def _tree(r, p, arch, bucket, pooled, n0, family=None, sources=None) -> dict:
+def _tree(r, p, arch, bucket, pooled, n0, family=None, sources=None, gpu=None) -> dict:
     """The kind's node, its architectures' nodes and their GPU-count buckets' nodes; with
     ``family`` (each row's workload family, None: unknown), also ``families``: a node per family
     with its own architectures and buckets below it, the nearest rows of an estimate whose
     family is known (the shipped fit's residuals, training rows held out by source: log
     variance 0.095 for convolutional networks, 0.010 for transformers).  ``sources`` (each row's
-    source, or None) adds each node's between-source variance (:func:`_node`)."""
+    source, or None) adds each node's between-source variance (:func:`_node`); ``gpu`` (each row's
+    GPU, or None) keeps the rows per GPU in ``gpus`` of the kind's node and of each family's."""
     entry = _branch({**_node(r, p, pooled, n0, sources), "tau": {}, "scale": {}}, r, p, arch, bucket, n0,
                     sources)
+    if gpu is not None:
+        entry["gpus"] = _counts(gpu)
     if family is not None:
         entry["families"] = {}
         for name in sorted({f for f in family if f is not None}):
             mine = family == name
             entry["families"][name] = _branch(_node(r[mine], p[mine], entry, n0, _rows(sources, mine)), r[mine],
                                               p[mine], arch[mine], bucket[mine], n0, _rows(sources, mine))
+            if gpu is not None:
+                entry["families"][name]["gpus"] = _counts(gpu[mine])
+    return entry
+
+
+def _measured(entry: dict, kind: str, family) -> dict:
+    """The node whose ``architectures`` and ``gpus`` say whether an estimate's architecture and
+    GPU were measured: for a kind whose families run on different units (:data:`FAMILY_DEPENDS`:
+    GEMMs on CUDA cores or tensor cores), the estimate's family's node (an FP32 GEMM on a GPU
+    measured only with tensor-core GEMMs is a GPU never measured in that regime); else the kind's."""
+    if family is not None and any(k == kind for k, _ in FAMILY_DEPENDS):
+        return entry.get("families", {}).get(family, {"architectures": {}, "gpus": {}})
     return entry
 
 
@@ -587,15 +630,17 @@ def _gpu_rows(counts: dict, gpus) -> np.ndarray:
 
 
 def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, tau_gpu: float = 0.0,
-                    groups=None, folds: int = CROSS_FIT_FOLDS, family=None, sources=None) -> np.ndarray:
+                    groups=None, folds: int = CROSS_FIT_FOLDS, family=None, sources=None, kind=None) -> np.ndarray:
     """Standardized residuals ``(r - b) / sigma`` of each row against nodes fitted on the other
     ``folds - 1`` parts of the rows (cross-fitting), so the quantiles measure the spread of a row
-    the nodes did not see, not the smaller in-sample spread around nodes fitted to it.  ``groups``
+    the nodes did not see, not the smaller in-sample spread around nodes fitted to it (NaN where a
+    row has no finite residual).  ``groups``
     (the source of each row; None: each row alone) keep rows together, so with sources the
     quantiles are those of a row from a *source* the nodes did not see, which is what every
     user's run is.  A row whose architecture or GPU the other parts lack gets the extrapolation
-    term an estimate would.  ``sources`` (each row's source, or None) gives the nodes their
-    between-source variance, as :func:`fit_interval_model` does."""
+    term an estimate would (:func:`_measured`: for ``kind``'s families that run on different units,
+    the architectures and GPUs of the row's family).  ``sources`` (each row's source, or None)
+    gives the nodes their between-source variance, as :func:`fit_interval_model` does."""
     import pandas as pd
 
     if groups is None:
@@ -607,19 +652,22 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
     order = (np.random.default_rng(0).permutation(codes.max() + 1 if r.size else 0) % folds)[codes]
     codes = np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp)
     gpu = np.full(r.size, None, dtype=object) if gpu is None else gpu
+    family = np.full(r.size, None, dtype=object) if family is None else family
     z = np.full(r.size, np.nan)
     for fold in range(min(folds, r.size)):
         held = order == fold
         if held.all():
             continue
-        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0,
-                      None if family is None else family[~held], _rows(sources, ~held))
-        bias, variance = _lookup(entry, arch[held], codes[held], None if family is None else family[held])
-        seen = np.array([a in entry["architectures"] for a in arch[held]], dtype=bool)
-        counts = _counts(gpu[~held])
-        extra = _extrapolation(tau_architecture, tau_gpu, n0, seen, _gpu_rows(counts, gpu[held]))
+        entry = _tree(r[~held], p[~held], arch[~held], bucket[~held], pooled, n0, family[~held],
+                      _rows(sources, ~held), gpu[~held])
+        bias, variance = _lookup(entry, arch[held], codes[held], family[held])
+        places = [_measured(entry, kind, f) for f in family[held]]
+        seen = np.array([a in place["architectures"] for a, place in zip(arch[held], places)], dtype=bool)
+        rows = np.array([place.get("gpus", {}).get(g, 0) if g is not None else np.inf
+                         for g, place in zip(gpu[held], places)], dtype=float)
+        extra = _extrapolation(tau_architecture, tau_gpu, n0, seen, rows)
         z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + extra)
-    return z[np.isfinite(z)]
+    return z
 
 
 def _counts(values) -> dict:
@@ -673,7 +721,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
     # the sources of the rows held out by source (their nodes add the between-source variance)
     sources = (np.where(np.isin(kinds, SOURCE_GROUPED_KINDS), source_all, None).astype(object)
                if source_all is not None else None)
-    p_all = parameter_variance(profile, kinds, arch_all)
+    p_all = parameter_variance(profile, kinds, arch_all, family_all)
     if HOST_COLUMN in scored:
         p_all = p_all + host_variance(scored[HOST_COLUMN].to_numpy(dtype=float))
     if ATTENTION_COLUMN in scored:  # a row whose attention was assumed: its error about the two-point mean
@@ -688,7 +736,7 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         r, p, arch, bucket, family = r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], family_all[mask]
         if np.isfinite(r).sum() < MIN_ROWS:
             continue
-        entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask))
+        entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask), gpu_all[mask])
         shares = {c: scored[c].to_numpy(dtype=float)[mask] for c in SHARE_COLUMNS if c in scored}
         if shares and any(np.isfinite(v).any() for v in shares.values()):
             # a step makeup beyond the fitted rows' (train rows): its term joins p, and the nodes
@@ -699,9 +747,8 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
             share_entry, u = _share_term(shares, groups, r, bias, variance + p)
             p = p + (share_entry["log_sigma"] * u) ** 2
             p_all[mask] = p
-            entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask))
+            entry = _tree(r, p, arch, bucket, pooled, n0, family, _rows(sources, mask), gpu_all[mask])
             entry["shares"] = share_entry
-        entry["gpus"] = _counts(gpu_all[mask])
         entry["tau"]["architecture"] = _between_variance(r, list(arch))
         if unseen is not None:
             excess = _excess(unseen, kind, entry, profile, pooled_parameters=True)
@@ -731,10 +778,16 @@ def fit_interval_model(cv_frame, profile, context, unseen=None, unseen_gpu=None,
         groups = source_all[mask] if by_source else None
         z = _cross_fitted_z(r_all[mask], p_all[mask], arch_all[mask], bucket_all[mask], pooled, n0,
                             entry["tau"]["architecture"], gpu_all[mask], entry["tau"]["gpu"], groups,
-                            family=family_all[mask], sources=_rows(sources, mask))
+                            family=family_all[mask], sources=_rows(sources, mask), kind=kind)
+        finite = np.isfinite(z)
+        # held out by source, every source counts once: a user's run (a held-back set) is one new
+        # source, so the quantiles are those of a row of a random source, not of a random row of the
+        # sources at hand, where the largest (and best-fitted) ones would set the width
+        weights = _source_weights(groups)[finite] if by_source else None
+        z = z[finite]
         t = _student_t(np.array(GRID), z.size - 1)
         weight = z.size / (z.size + n0)
-        empirical = np.quantile(z, GRID) if z.size else t
+        empirical = _weighted_quantiles(z, GRID, weights) if z.size else t
         if by_source and z.size:
             # m sources are m independent draws of a source's shift: widen their quantiles as a
             # prediction interval from m draws is widened (Student-t(m - 1) over normal
@@ -778,6 +831,29 @@ def held_out_rows(model: dict):
     for column in ("measured", "predicted", "num_gpus", "model_params", "seq_len"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
+
+
+def _source_weights(groups) -> np.ndarray:
+    """1 / (rows of the row's source) for each row: every source weighs one in total."""
+    import pandas as pd
+
+    labels = pd.Series(groups, dtype=object)
+    labels = labels.where(labels.notna(), pd.Series([f"row {i}" for i in range(len(labels))], dtype=object))
+    return 1.0 / labels.map(labels.value_counts()).to_numpy(dtype=float)
+
+
+def _weighted_quantiles(values, probabilities, weights=None) -> np.ndarray:
+    """Quantiles of ``values``: ``np.quantile``'s without ``weights``; with them, interpolated
+    between the weighted mid-ranks ``(cumsum(w) - w/2) / sum(w)`` of the sorted values (for equal
+    weights, the Hazen plotting positions ``(i - 1/2) / n``)."""
+    values = np.asarray(values, dtype=float)
+    if weights is None:
+        return np.quantile(values, probabilities)
+    weights = np.asarray(weights, dtype=float)
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    positions = (np.cumsum(weights) - 0.5 * weights) / weights.sum()
+    return np.interp(probabilities, positions, values)
 
 
 def _small_sample_factor(m: int) -> np.ndarray:
@@ -866,31 +942,36 @@ def _evaluate(model: dict, profile, kind, architecture, num_gpus, model_params, 
             for name, v in (("num_gpus", num_gpus), ("model_params", model_params), ("seq_len", seq_len))}
     out = {name: np.zeros(shape) for name in ("bias", "residual", "architecture", "gpu", "bounds", "scale",
                                                "assumed", "shares")}
-    out["parameters"] = _parameter_table(profile, kinds, archs)[kind_codes, arch_codes]
+    out["parameters"] = _per_place(lambda k, a, f: _kind_variance(profile, k, a, f), kind, architecture, family,
+                                   shape)
     out["host"] = host_variance(host, shape)
     out["attention"] = attention_variance(attention, shape)
     shift = attention_shift(attention, shape)
-    pinned_variance = _bound_table(profile, kinds, archs)
+    n0 = model.get("n0", N0)
     for index, name in enumerate(kinds):
         entry = model["kinds"][name]
         mask = kind_codes == index if len(kinds) > 1 else np.ones(shape, dtype=bool)
-        codes = arch_codes[mask]
         for family_index, family_name in enumerate(families):
             mine = mask & (family_codes == family_index)
+            if not mine.any():
+                continue
+            codes = arch_codes[mine]
             bias, variance = _node_table(entry, archs, family_name)
-            out["bias"][mine] = bias[arch_codes[mine], bucket_codes[mine]] + shift[mine]
-            out["residual"][mine] = variance[arch_codes[mine], bucket_codes[mine]]
-        tau = np.array([0.0 if a in entry["architectures"] else entry["tau"].get("architecture", 0.0) for a in archs])
-        out["architecture"][mask] = tau[codes]
-        # a GPU model with few rows: the excess beyond the architecture term (the larger of the two counts)
-        gpu_term = _extrapolation(0.0, entry["tau"].get("gpu", 0.0), model.get("n0", N0), True,
-                                  _gpu_rows(entry.get("gpus", {}), gpus))
-        out["gpu"][mask] = np.maximum(gpu_term[None, :] - tau[:, None], 0.0)[codes, gpu_codes[mask]]
-        # a value at its bound: its prior, in the share the architecture's own rows leave open
-        # (their cross-validated residuals already carry what the pinned value does to them)
-        rows = np.array([entry["architectures"].get(a, {}).get("n", 0) for a in archs], dtype=float)
-        n0 = model.get("n0", N0)
-        out["bounds"][mask] = (pinned_variance[index] * n0 / (rows + n0))[codes]
+            out["bias"][mine] = bias[codes, bucket_codes[mine]] + shift[mine]
+            out["residual"][mine] = variance[codes, bucket_codes[mine]]
+            measured = _measured(entry, name, family_name)
+            tau = np.array([0.0 if a in measured["architectures"] else entry["tau"].get("architecture", 0.0)
+                            for a in archs])
+            out["architecture"][mine] = tau[codes]
+            # a GPU model with few rows: the excess beyond the architecture term (the larger of the two counts)
+            gpu_term = _extrapolation(0.0, entry["tau"].get("gpu", 0.0), n0, True,
+                                      _gpu_rows(measured.get("gpus", {}), gpus))
+            out["gpu"][mine] = np.maximum(gpu_term[None, :] - tau[:, None], 0.0)[codes, gpu_codes[mine]]
+            # a value at its bound: its prior, in the share the architecture's own rows leave open
+            # (their cross-validated residuals already carry what the pinned value does to them)
+            rows = np.array([measured["architectures"].get(a, {}).get("n", 0) for a in archs], dtype=float)
+            pinned_variance = np.array([_bound_variance(profile, name, a, family_name) for a in archs])
+            out["bounds"][mine] = (pinned_variance * n0 / (rows + n0))[codes]
         scale = np.zeros(int(mask.sum()))
         for feature, trend in entry["scale"].items():
             x = logs[feature][mask]
@@ -1093,15 +1174,16 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
                              nan if model_params is None else model_params, nan if seq_len is None else seq_len, flags,
                              gpu, host, shares, attention, family)
     entry = model["kinds"][kind]
-    node = entry["architectures"].get(architecture)
+    place = _measured(entry, kind, family)
+    node = place["architectures"].get(architecture)
     extrapolates = []
     if node is None:
         extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters pooled "
                             f"from {', '.join(sorted(entry['architectures'])) or 'none'}")
-    gpu_rows = entry.get("gpus", {}).get(gpu, 0) if gpu is not None else None
+    gpu_rows = place.get("gpus", {}).get(gpu, 0) if gpu is not None else None
     if gpu is not None and entry["tau"].get("gpu", 0.0) > 0 and gpu_rows < model.get("n0", N0):
         extrapolates.append(f"{gpu_rows or 'no'} {kind} rows on {gpu}: a GPU model the fit barely or never saw")
-    for key in pinned(profile, kind, architecture):
+    for key in pinned(profile, kind, architecture, family):
         extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
                             f"its prior width counts, in the share the measured rows leave open")
     if host >= HOST_STATED_LOG_CHANGE:
