@@ -91,11 +91,35 @@ def markdown(frame, key: str, min_rows: int = 1) -> str:
     return "\n".join(lines)
 
 
+def table_markdown(frame) -> str:
+    """A frame as a markdown table: integers as they are, other numbers to two decimals."""
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    for _, row in frame.iterrows():
+        cells = [str(v) if isinstance(v, (str, int)) else ("-" if v != v else f"{v:.2f}") for v in row.tolist()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _read(path: Path):
     import pandas as pd
 
     frame = pd.read_csv(path, index_col=0)
     return frame[frame["predicted"].notna() & frame["measured"].notna()]
+
+
+def per_source(scored):
+    """Per kind: ``sources`` and the mean over them of each source's coverage_50/80/95 and median
+    width_80 (every source weighs one, whatever its rows)."""
+    import pandas as pd
+
+    from perfmodel.calibration.coverage import coverage_table
+
+    table = coverage_table(scored, ["kind", "source"])
+    table = table[(table["kind"] != "all") & (table["source"] != "all")]
+    columns = ["coverage_50", "coverage_80", "coverage_95", "width_80"]
+    rows = [{"kind": kind, "sources": len(part), **part[columns].mean().to_dict()}
+            for kind, part in table.groupby("kind", sort=True)]
+    return pd.DataFrame(rows, columns=["kind", "sources", *columns])
 
 
 def report(cache: Path, write: Path | None) -> int:
@@ -148,6 +172,9 @@ def report(cache: Path, write: Path | None) -> int:
     for title, scored in studies:
         out += [f"### {title[0].upper() + title[1:]}", "", markdown(coverage_table(scored, "kind"), "kind"), ""]
         if "folds of sources" in title:
+            out += ["Each source weighing one (the mean over a kind's sources of the share of each source's rows "
+                    "inside its interval; a user's run, like each held-back set, is one new source):", "",
+                    table_markdown(per_source(scored.join(context[["source"]]))), ""]
             scored = scored.join(context[["architecture", "family"]])
             out += ["By architecture (same study):", "", markdown(coverage_table(scored, "architecture"),
                                                                    "architecture"), ""]
