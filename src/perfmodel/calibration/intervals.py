@@ -85,7 +85,8 @@ from perfmodel.chain import STEP_SHARES
 from perfmodel.models.compute import host_log_error
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
-__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FAMILY_DEPENDS", "GEMM_UNITS", "depends", "gemm_unit", "FEATURES", "ASSUMABLE", "rate_ratio", "architectures",
+__all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FAMILY_DEPENDS", "GEMM_UNITS", "depends", "gemm_unit", "FEATURES",
+           "ASSUMABLE", "rate_ratio", "architectures",
            "row_context", "fit_interval_model", "ratio_bounds", "time_bounds", "bounds", "interval_columns",
            "interval_bounds", "interval_table", "confidence", "held_out_rows", "canonical_gpus", "framework_family",
            "gpu_bucket", "log_sigma", "parameter_variance", "host_variance", "attention_variance", "attention_shift",
@@ -643,12 +644,7 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
     gives the nodes their between-source variance, as :func:`fit_interval_model` does."""
     import pandas as pd
 
-    if groups is None:
-        codes = np.arange(r.size)
-    else:
-        labels = pd.Series(groups, dtype=object)
-        labels = labels.where(labels.notna(), pd.Series([f"row {i}" for i in range(r.size)], dtype=object))
-        codes = pd.factorize(labels)[0]
+    codes = np.arange(r.size) if groups is None else pd.factorize(_source_labels(groups))[0]
     order = (np.random.default_rng(0).permutation(codes.max() + 1 if r.size else 0) % folds)[codes]
     codes = np.array([BUCKETS.index(b) for b in bucket], dtype=np.intp)
     gpu = np.full(r.size, None, dtype=object) if gpu is None else gpu
@@ -663,8 +659,7 @@ def _cross_fitted_z(r, p, arch, bucket, pooled, n0, tau_architecture, gpu=None, 
         bias, variance = _lookup(entry, arch[held], codes[held], family[held])
         places = [_measured(entry, kind, f) for f in family[held]]
         seen = np.array([a in place["architectures"] for a, place in zip(arch[held], places)], dtype=bool)
-        rows = np.array([place.get("gpus", {}).get(g, 0) if g is not None else np.inf
-                         for g, place in zip(gpu[held], places)], dtype=float)
+        rows = np.array([_gpu_rows(place.get("gpus", {}), [g])[0] for g, place in zip(gpu[held], places)])
         extra = _extrapolation(tau_architecture, tau_gpu, n0, seen, rows)
         z[held] = (r[held] - bias) / np.sqrt(variance + p[held] + extra)
     return z
@@ -833,12 +828,17 @@ def held_out_rows(model: dict):
     return frame
 
 
-def _source_weights(groups) -> np.ndarray:
-    """1 / (rows of the row's source) for each row: every source weighs one in total."""
+def _source_labels(groups):
+    """Each row's source as a Series; a row without one is a source of its own."""
     import pandas as pd
 
     labels = pd.Series(groups, dtype=object)
-    labels = labels.where(labels.notna(), pd.Series([f"row {i}" for i in range(len(labels))], dtype=object))
+    return labels.where(labels.notna(), pd.Series([f"row {i}" for i in range(len(labels))], dtype=object))
+
+
+def _source_weights(groups) -> np.ndarray:
+    """1 / (rows of the row's source) for each row: every source weighs one in total."""
+    labels = _source_labels(groups)
     return 1.0 / labels.map(labels.value_counts()).to_numpy(dtype=float)
 
 
