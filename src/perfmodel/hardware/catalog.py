@@ -245,11 +245,7 @@ def _fill_unknowns(gpus: dict[str, GPU]) -> dict[str, GPU]:
       (the entry's source bounds it by theirs);
     * ``sm_count`` (the GEMM model's waves): the median SM count of the catalog's GPUs of the same
       architecture.
-    A GPU the rules cannot fill keeps its nulls (the model then says what is missing).  Two nulls
-    the GEMM model reads with a fixed rule are listed too: a missing base or boost clock (its GEMMs
-    run at the rated peaks, as if the board held its boost clock under load: no power-limit
-    slowdown, :func:`perfmodel.models.gemm.sustained_clock_ratio`) and a missing L2 size (operand
-    traffic with no L2 reuse).
+    A GPU the rules cannot fill keeps its nulls (the model then says what is missing).
     """
     filled = {}
     for key, gpu in gpus.items():
@@ -274,14 +270,7 @@ def _fill_unknowns(gpus: dict[str, GPU]) -> dict[str, GPU]:
                 update["sm_count"] = count
                 assumed.append(f"{gpu.name} sm_count = {count} (not in the catalog; the median of its "
                                f"{len(counts)} {gpu.architecture} GPUs)")
-        clocks = [name for name, hz in (("base", gpu.base_clock_hz), ("boost", gpu.boost_clock_hz)) if hz is None]
-        if clocks:
-            assumed.append(f"{gpu.name} {' and '.join(clocks)} clock not in the catalog: its GEMMs run at the "
-                           "rated peaks, as if it held its boost clock under load (no power-limit slowdown)")
-        if gpu.l2_cache is None:
-            assumed.append(f"{gpu.name} l2_cache not in the catalog: GEMM operands are read with no L2 reuse")
-        changed = update or len(assumed) > len(gpu.assumed)
-        filled[key] = gpu.model_copy(update={**update, "assumed": tuple(assumed)}) if changed else gpu
+        filled[key] = gpu.model_copy(update={**update, "assumed": tuple(assumed)}) if update else gpu
     return filled
 
 
