@@ -322,7 +322,8 @@ def test_a_null_sm_count_is_the_median_of_the_architecture_and_is_listed(catalog
     nvl = catalog.gpu("H100-NVL")
     assert nvl.sm_count == hopper[len(hopper) // 2] and len(hopper) % 2 == 1
     assert any(line.startswith("H100-NVL sm_count") for line in nvl.assumed)
-    assert not catalog.gpu("H100-SXM5-80GB").assumed  # a sourced entry assumes nothing
+    assert not catalog.gpu("A100-SXM4-80GB").assumed  # a fully sourced entry assumes nothing
+    assert not catalog.gpu("H100-SXM5-80GB").assumed  # nor one whose base clock NVIDIA does not publish
 
 
 def test_estimate_on_a_gpu_with_filled_specs_lists_the_assumptions():
