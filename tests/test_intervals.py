@@ -449,9 +449,13 @@ def test_a_later_stage_value_fitted_on_the_architecture_absorbs_the_earlier_ones
                                                        "gemm_tensor_core_efficiency[Ampere]": 0.4}})
     assert iv.parameter_variance(vague, "train", "Ampere") == pytest.approx(clock_only)
     assert iv.parameter_variance(vague, "gemm", "Ampere") == pytest.approx((0.4 / 0.8) ** 2)
-    # a pooled clock (its own rows did not determine it) absorbs nothing: both terms count
+    # a partially pooled clock was still refitted on the architecture's rows with the efficiency held:
+    # it absorbs the efficiency's error as a determined one does, its own (wider) error says what is left
     pooled = vague.model_copy(update={"provenance": {"pooled": ["sustained_clock_fraction[Ampere]"]}})
-    assert iv.parameter_variance(pooled, "train", "Ampere") == pytest.approx((0.4 / 0.8) ** 2 + clock_only)
+    assert iv.parameter_variance(pooled, "train", "Ampere") == pytest.approx(clock_only)
+    # a clock no row fitted (kept at its prior) absorbs nothing: both terms count
+    unfitted = vague.model_copy(update={"provenance": {"not_determined": ["sustained_clock_fraction[Ampere]"]}})
+    assert iv.parameter_variance(unfitted, "train", "Ampere") == pytest.approx((0.4 / 0.8) ** 2 + clock_only)
     # a clock at its bound: its Laplace error means nothing there (the bound term charges its prior)
     at_bound = vague.model_copy(update={"values": {**vague.values, "sustained_clock_fraction[Ampere]": 1.0}})
     assert iv.parameter_variance(at_bound, "train", "Ampere") == 0.0
@@ -459,17 +463,18 @@ def test_a_later_stage_value_fitted_on_the_architecture_absorbs_the_earlier_ones
 
 @settings(max_examples=50, deadline=None)
 @given(st.floats(0.001, 0.5), st.floats(0.001, 0.5), st.sampled_from(["Ampere", "Hopper", "Blackwell", "Volta"]),
-       st.booleans())
+       st.sampled_from(["determined", "pooled", "not_determined"]))
 def test_the_propagated_variance_is_at_most_the_sum_of_the_marginal_ones(efficiency_error, clock_error, architecture,
-                                                                          clock_pooled):
+                                                                          clock_status):
+    clock = f"sustained_clock_fraction[{architecture}]"
     profile = PROFILE.model_copy(update={
         "uncertainty": {**PROFILE.uncertainty, f"gemm_tensor_core_efficiency[{architecture}]": efficiency_error * 0.8,
-                        f"sustained_clock_fraction[{architecture}]": clock_error * 0.8},
-        "provenance": {"pooled": [f"sustained_clock_fraction[{architecture}]"] if clock_pooled else []}})
+                        clock: clock_error * 0.8},
+        "provenance": {} if clock_status == "determined" else {clock_status: [clock]}})
     marginal = sum(iv._relative_variance(profile, name, architecture) for name in iv.DEPENDS["train"])
     p = float(iv.parameter_variance(profile, "train", architecture))
     assert 0.0 <= p <= marginal * (1 + 1e-12)
-    fitted_clock = f"sustained_clock_fraction[{architecture}]" in profile.values and not clock_pooled
+    fitted_clock = clock in profile.values and clock_status != "not_determined"
     assert p == pytest.approx(marginal if not fitted_clock else clock_error ** 2 * (0.8 / profile.values[
         f"sustained_clock_fraction[{architecture}]"]) ** 2)
 
