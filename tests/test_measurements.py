@@ -144,24 +144,30 @@ def test_source_group_is_the_first_word():
     assert source_group(float("nan")) == "(no source)"
 
 
-def test_check_files_are_sourced_predictable_and_kept_out_of_the_fit():
-    """data/checks holds published rows the shipped profile was not fitted on (an out-of-sample
-    check): each loads clean, names its source and url, is predicted, and none of its ids is a
-    shipped measurement that calibrate reads."""
+def _scored_check_files(folder):
+    """(file name, validate() of its rows) for each check file in ``folder`` of data/checks, after
+    asserting that it loads clean, names its source and url, and that none of its ids is a shipped
+    measurement that calibrate reads."""
     from perfmodel.calibration.validate import validate
     from perfmodel.hardware.catalog import load_catalog, shipped_data_path
     from perfmodel.profile import default_profile
 
-    paths = sorted(shipped_data_path("checks").glob("*.csv"))
-    assert paths, "no check file shipped"
+    paths = sorted(shipped_data_path("checks").joinpath(folder).glob("*.csv"))
+    assert paths, f"no check file shipped in data/checks/{folder}"
     fitted = set(shipped_measurements()["id"])
     for path in paths:
         rows = load_measurements(path)
         assert rows["source"].str.len().min() > 20 and rows["url"].str.startswith("https://").all(), path.name
         assert not fitted & set(rows["id"]), path.name
-        scored = validate(rows, load_catalog(), default_profile())
-        assert scored["predicted"].notna().all(), scored.loc[scored["predicted"].isna(), ["id", "reason"]]
+        yield path.name, validate(rows, load_catalog(), default_profile())
 
+
+def test_check_files_are_sourced_predictable_and_kept_out_of_the_fit():
+    """data/checks holds published rows the shipped profile was not fitted on (an out-of-sample
+    check): each loads clean, names its source and url, is predicted, and none of its ids is a
+    shipped measurement that calibrate reads."""
+    for name, scored in _scored_check_files("."):
+        assert scored["predicted"].notna().all(), (name, scored.loc[scored["predicted"].isna(), ["id", "reason"]])
 
 
 def test_unpredicted_check_rows_are_sourced_and_still_say_why_they_are_not_predicted():
@@ -169,16 +175,6 @@ def test_unpredicted_check_rows_are_sourced_and_still_say_why_they_are_not_predi
     file named for the gap: they load clean, name their source and url, stay out of the fit, and
     validate() gives each a reason instead of a number.  When the model learns to predict them,
     this fails: move the file up into data/checks, where it becomes an out-of-sample check."""
-    from perfmodel.calibration.validate import validate
-    from perfmodel.hardware.catalog import load_catalog, shipped_data_path
-
-    paths = sorted(shipped_data_path("checks").joinpath("unpredicted").glob("*.csv"))
-    assert paths, "no unpredicted check file shipped"
-    fitted = set(shipped_measurements()["id"])
-    for path in paths:
-        rows = load_measurements(path)
-        assert rows["source"].str.len().min() > 20 and rows["url"].str.startswith("https://").all(), path.name
-        assert not fitted & set(rows["id"]), path.name
-        scored = validate(rows, load_catalog())
-        assert scored["predicted"].isna().all(), (path.name, scored.loc[scored["predicted"].notna(), "id"].tolist())
-        assert scored["reason"].str.len().gt(0).all(), path.name
+    for name, scored in _scored_check_files("unpredicted"):
+        assert scored["predicted"].isna().all(), (name, scored.loc[scored["predicted"].notna(), "id"].tolist())
+        assert scored["reason"].str.len().gt(0).all(), name
