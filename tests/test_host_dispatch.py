@@ -26,6 +26,8 @@ HOST_BOUND_MEGATRON = {"workload": {"model": "transformer", "layers": 24, "hidde
                                     "vocab": 51200},
                        "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8}, "framework": "megatron",
                        "plan": {"tp": 8, "micro_batch": 1, "global_batch": 8, "recompute": "full"}}
+# the Ampere systems' host fitted at the reference speed to 1 %: the host error is the stack's alone
+TIGHT_AMPERE_HOST = {"host_dispatch_scale[Ampere]": 1.0}
 
 
 def test_which_parameters_pool():
@@ -102,13 +104,21 @@ def test_prior_only_says_which_values_no_row_fitted():
 
 def test_a_host_bound_estimate_at_a_prior_host_time_says_so():
     scenario = HOST_BOUND_MEGATRON
-    values = {"host_dispatch_time[megatron]": 2e-4, "framework_compute_efficiency[megatron]": 1.0}
+    values = {"host_dispatch_time[megatron]": 2e-4, "framework_compute_efficiency[megatron]": 1.0,
+              "host_dispatch_scale[Ampere]": 1.5}
     prior = CalibrationProfile(values=values, provenance={"not_determined": ["host_dispatch_time[megatron]"]})
     fitted = CalibrationProfile(values=values)
     said = [line for line in estimate(scenario, profile=prior).assumptions.get("assumed", []) if "host dispatch" in line]
-    assert len(said) == 1 and "200 us per kernel" in said[0] and "'megatron'" in said[0]
+    assert len(said) == 1 and "300 us per kernel" in said[0] and "'megatron'" in said[0]
+    assert "Ampere" not in said[0]  # the Ampere systems' host was fitted
     assert not [line for line in estimate(scenario, profile=fitted).assumptions.get("assumed", [])
                 if "host dispatch" in line]
+    # the stack's time fitted, the Ampere systems' host not: the reference host's speed is assumed
+    no_scale = CalibrationProfile(values={key: value for key, value in values.items() if "scale" not in key})
+    said = [line for line in estimate(scenario, profile=no_scale).assumptions.get("assumed", [])
+            if "host dispatch" in line]
+    assert len(said) == 1 and "200 us per kernel" in said[0] and "no host-bound rows on Ampere systems" in said[0]
+    assert "'megatron'" not in said[0]
 
 
 # ---------------------------------------------------------------- the host time's uncertainty
@@ -163,12 +173,15 @@ def test_host_sensitivity_grows_with_the_host_time_error(value, small, large):
 
 def test_host_sensitivity_is_the_log_change_of_a_fully_host_bound_step():
     """Far past the GPU's work, every pass is host-bound: the passes scale by exp(error) and the
-    step by 1 + compute share x (exp(error) - 1)."""
-    error = 0.5
+    step by 1 + compute share x (exp(error) - 1), the error the stack's (0.5) and the A100 host
+    scale's prior width in quadrature."""
+    profile = _with_error(HOST.high / 2, 0.5)
+    error = host_log_error(profile, "megatron", CLUSTER.gpu.architecture)
+    assert error == pytest.approx(math.hypot(0.5, PARAMETERS["host_dispatch_scale"].prior_log_sigma))
     plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, CLUSTER.gpu,
                         "transformer")
     out = evaluate(SMALL, CLUSTER, as_arrays(plan), precision="bf16", flash_attention=True, optimizer="adam",
-                   profile=_with_error(HOST.high / 2, error), framework="megatron")
+                   profile=profile, framework="megatron")
     assert out["launch_bound_share"][0] > 0.999
     expected = math.log1p(out["gpu_utilization"][0] * math.expm1(error))
     assert math.isclose(out["host_log_sensitivity"][0], expected, rel_tol=1e-9)
@@ -184,11 +197,12 @@ def test_an_estimate_a_slower_host_would_slow_gets_a_wider_interval_at_a_prior_h
     shipped = default_profile()
     key, value = "host_dispatch_time[megatron]", 2e-5
     widths = {}
-    fitted = [name for name in shipped.provenance.get("not_determined", []) if name != key]
+    fitted = [name for name in shipped.provenance.get("not_determined", []) if name not in (key, *TIGHT_AMPERE_HOST)]
     for determined in (True, False):
         provenance = {**shipped.provenance, "not_determined": fitted if determined else [*fitted, key]}
-        profile = shipped.model_copy(update={"values": {**shipped.values, key: value},
-                                             "uncertainty": {**shipped.uncertainty, key: value * 0.01},
+        profile = shipped.model_copy(update={"values": {**shipped.values, key: value, **TIGHT_AMPERE_HOST},
+                                             "uncertainty": {**shipped.uncertainty, key: value * 0.01,
+                                                             **{scale: 0.01 for scale in TIGHT_AMPERE_HOST}},
                                              "provenance": provenance})
         result = estimate(scenario, profile=profile)
         widths[determined] = result.interval_80["step_time_high_s"] / result.interval_80["step_time_low_s"]
@@ -201,15 +215,17 @@ def test_the_confidence_line_says_a_pooled_host_time_is_pooled_and_counts_it_at_
     scenario = HOST_BOUND_MEGATRON
     shipped = default_profile()
     key, value = "host_dispatch_time[megatron]", 1.5e-4
-    not_determined = [name for name in shipped.provenance.get("not_determined", []) if name != key]
+    not_determined = [name for name in shipped.provenance.get("not_determined", [])
+                      if name not in (key, *TIGHT_AMPERE_HOST)]
     pooled = sorted({*shipped.provenance.get("pooled", []), key})
     profile = shipped.model_copy(update={
-        "values": {**shipped.values, key: value}, "uncertainty": {**shipped.uncertainty, key: 2 * value},
+        "values": {**shipped.values, key: value, **TIGHT_AMPERE_HOST},
+        "uncertainty": {**shipped.uncertainty, key: 2 * value, **{scale: 0.01 for scale in TIGHT_AMPERE_HOST}},
         "provenance": {**shipped.provenance, "not_determined": not_determined, "pooled": pooled}})
     said = [line for line in estimate(scenario, profile=profile).confidence["extrapolates"]
             if "host dispatch time" in line]
     assert len(said) == 1 and "pooled over the stacks whose rows determine it" in said[0]
-    assert "150 us per kernel x 2.00" in said[0]  # the prior spread, not the box prior's x3
+    assert "150 us per kernel x 2.00" in said[0]  # the prior spread, not the box prior's x3 (host scale x1.01)
 
 
 def test_the_fit_starts_the_host_time_where_it_binds_and_finds_it_on_host_bound_rows():
@@ -232,3 +248,59 @@ def test_the_fit_starts_the_host_time_where_it_binds_and_finds_it_on_host_bound_
                                         max_evaluations=10)
     assert from_prior[key] == pytest.approx(HOST.default)  # stuck: no gradient below the binding point
     assert from_start[key] > 5 * HOST.default and ratio[key] < 0.5  # found, and determined by the rows
+
+
+# ---------------------------------------------------------------- the host of each GPU generation
+
+SCALE = PARAMETERS["host_dispatch_scale"]
+HOPPER = load_catalog().cluster(gpu="H100-SXM5-80GB", num_gpus=8)
+SCALES = st.floats(SCALE.low, SCALE.high)
+
+
+def test_the_reference_host_is_never_fitted_and_other_generations_are():
+    """Hopper's DGX H100 host is the unit of host_dispatch_scale: a scale for it would trade freely
+    with every framework's host time, so calibrate fits only the other architectures' rows."""
+    import pandas as pd
+
+    from perfmodel.calibration.fit import parameter_keys
+
+    assert SCALE.per == "architecture" and SCALE.reference_group == "Hopper" and not SCALE.pools
+    rows = pd.DataFrame({"kind": ["train"] * 3, "gpu": ["H100-SXM5-80GB", "A100-SXM4-80GB", "V100-SXM2-32GB"],
+                         "num_gpus": [8, 8, 8], "framework": ["megatron"] * 3})
+    assert parameter_keys(["host_dispatch_scale"], rows, load_catalog(include_env=False)) == \
+        ["host_dispatch_scale[Ampere]", "host_dispatch_scale[Volta]"]
+    fitted = CalibrationProfile(values={"host_dispatch_scale[Ampere]": 1.6})
+    assert fitted.get("host_dispatch_scale", "Hopper") == 1.0
+    assert fitted.get("host_dispatch_scale", "Blackwell") == 1.0  # not pooled: an unmeasured host is the reference's
+
+
+def _step_on(cluster, profile):
+    plan = resolve_plan(Plan(tp=8, pp=1, micro_batch=1, global_batch=8, recompute="full"), 8, cluster.gpu,
+                        "transformer")
+    return evaluate(SMALL, cluster, as_arrays(plan), precision="bf16", flash_attention=True, optimizer="adam",
+                    profile=profile, framework="megatron")["step_time_s"][0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(host=st.floats(HOST.low, HOST.high / SCALE.high), low=SCALES, high=SCALES)
+def test_the_host_dispatch_is_the_stacks_time_times_its_generations_scale(host, low, high):
+    """Only the product counts (a stack twice as slow on a host twice as fast is the same step);
+    the step is non-decreasing in the scale of its own GPU's architecture and blind to another's."""
+    low, high = sorted((low, high))
+    scaled = CalibrationProfile(values={"host_dispatch_time[megatron]": host, "host_dispatch_scale[Ampere]": low})
+    product = CalibrationProfile(values={"host_dispatch_time[megatron]": host * low})
+    assert math.isclose(_step_on(CLUSTER, scaled), _step_on(CLUSTER, product), rel_tol=1e-9)
+    slower = scaled.with_values(**{"host_dispatch_scale[Ampere]": high})
+    assert _step_on(CLUSTER, scaled) <= _step_on(CLUSTER, slower) * (1 + 1e-12)
+    assert _step_on(HOPPER, scaled) == _step_on(HOPPER, slower)
+
+
+def test_the_host_error_adds_the_generations_scale_error_in_quadrature():
+    profile = CalibrationProfile(values={"host_dispatch_time[megatron]": 2e-5, "host_dispatch_scale[Ampere]": 1.5},
+                                 uncertainty={"host_dispatch_time[megatron]": 2e-6, "host_dispatch_scale[Ampere]": 0.3})
+    assert host_log_error(profile, "megatron", "Hopper") == pytest.approx(0.1)  # the reference: no scale error
+    assert host_log_error(profile, "megatron", "Ampere") == pytest.approx(math.hypot(0.1, 0.2))
+    # a generation no host-bound row fitted: the scale's prior width
+    assert host_log_error(profile, "megatron", "Turing") == pytest.approx(math.hypot(0.1, SCALE.prior_log_sigma))
+    undetermined = profile.model_copy(update={"provenance": {"not_determined": ["host_dispatch_scale[Ampere]"]}})
+    assert host_log_error(undetermined, "megatron", "Ampere") == pytest.approx(math.hypot(0.1, SCALE.prior_log_sigma))

@@ -77,7 +77,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
                     cuda_graphs=False, framework=None) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp) and
     sequence-parallel setting (a transformer's norms and residual adds split over the
-    tensor-parallel ranks or not); the host dispatches at ``framework``'s ``host_dispatch_time``."""
+    tensor-parallel ranks or not); the host dispatches at
+    :func:`~perfmodel.models.compute.host_dispatch_seconds` for ``framework`` and the GPU."""
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     split = (np.asarray(sequence_parallel).ravel() > 0) & (workload.family == "transformer")
     terms = {on: _shape_compute(workload.ops(unique_mb, unique_tp, unique_cp, precision=precision,
@@ -96,9 +97,9 @@ def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framew
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False,
                                          inputs=roofline)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
-    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
+    host = 0.0 if cuda_graphs else compute.host_dispatch_seconds(profile, framework, gpu.architecture)
     # the host one standard error slower (log space): what an uncertain host time can do to the passes
-    host_slow = host * np.exp(compute.host_log_error(profile, framework))
+    host_slow = host * np.exp(compute.host_log_error(profile, framework, gpu.architecture))
     weight_cast = compute.fp8_cast_times(table, gpu, precision, profile, cuda_graphs, framework)[1]  # once per step
     repeat = table.per_op("repeat")
     op_seconds = (forward + backward) * repeat
@@ -193,7 +194,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     (:func:`perfmodel.models.compute.fp8_cast_times`).  With CUDA graphs (``cuda_graphs``) the kernels of each micro-batch's
     forward and backward pass on a stage are one graph: no per-kernel host dispatch
     (:func:`perfmodel.models.compute.op_times`), but the pass takes at least one
-    ``host_dispatch_time``, the graph's launch (assumed: one graph per pass and micro-batch, as
+    host dispatch, the graph's launch (assumed: one graph per pass and micro-batch, as
     Megatron-LM captures them).  Every compute time is divided by the framework's
     ``framework_compute_efficiency`` (its kernels' speed relative to the kernel model)."""
     plans, pp = inputs.plans, inputs.degree("pp")
@@ -226,7 +227,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     t_fwd = slowest_stage(c["layer_fwd"], c["pre_fwd"], c["post_fwd"])
     t_bwd = slowest_stage(c["layer_bwd"], c["pre_bwd"], c["post_bwd"])
     if inputs.cuda_graphs:  # one graph per micro-batch and pass: its launch is the host floor of the whole pass
-        host = inputs.profile.get("host_dispatch_time", inputs.framework)
+        host = compute.host_dispatch_seconds(inputs.profile, inputs.framework, inputs.cluster.gpu.architecture)
         t_fwd, t_bwd = np.maximum(t_fwd, host), np.maximum(t_bwd, host)
     ep = expert_parallel(inputs)
     layer_params = c["layer_params"] - c["expert_params"] * (1.0 - 1.0 / ep)  # each rank keeps experts/ep

@@ -21,6 +21,8 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
+from perfmodel.models.compute import host_dispatch_seconds
+from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
@@ -128,8 +130,10 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         base["assumptions"].setdefault("assumed", []).append(
             flash_assumption(framework, choice.plan["flash_attention"], math.exp(attention)))
     host_bound = float(result["launch_bound_share"][0])
-    if host_bound >= HOST_BOUND_SHARE_STATED and _host_time_is_prior(profile, framework) and not choice.plan["cuda_graphs"]:
-        base["assumptions"].setdefault("assumed", []).append(host_assumption(profile, framework, host_bound))
+    if host_bound >= HOST_BOUND_SHARE_STATED and not choice.plan["cuda_graphs"]:
+        line = host_assumption(profile, framework, cluster.gpu.architecture, host_bound)
+        if line:
+            base["assumptions"].setdefault("assumed", []).append(line)
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base, attention)
 
 
@@ -165,19 +169,26 @@ def framework_assumption(framework: str | None) -> str:
     return f"{who}: its traits (framework_*) take the value pooled over the fitted frameworks"
 
 
-def _host_time_is_prior(profile, framework: str | None) -> bool:
-    """Whether a calibrated profile (one with per-framework host times) leaves ``framework``'s
-    ``host_dispatch_time`` at its prior; a profile of defaults assumes every value alike."""
-    return profile.has_groups("host_dispatch_time") and profile.prior_only("host_dispatch_time", framework)
-
-
-def host_assumption(profile, framework: str | None, host_bound_share: float) -> str:
-    """The assumed-input line of a step partly set by the host's dispatch when the framework's
-    ``host_dispatch_time`` is its prior (no host-bound rows of that framework were fitted)."""
-    who = f"framework {framework!r}" if framework else "an unstated framework"
+def host_assumption(profile, framework: str | None, architecture: str, host_bound_share: float) -> str | None:
+    """The assumed-input line of a step partly set by the host's dispatch when a calibrated profile
+    (one with per-framework host times) holds a prior for it: the framework's
+    ``host_dispatch_time`` (no host-bound rows of that framework were fitted) or the architecture's
+    ``host_dispatch_scale`` (no host-bound rows on its systems; the reference host's speed is
+    assumed).  None when both were fitted (or a profile of defaults assumes every value alike)."""
+    if not profile.has_groups("host_dispatch_time"):
+        return None
+    reasons = []
+    if profile.prior_only("host_dispatch_time", framework):
+        who = f"framework {framework!r}" if framework else "an unstated framework"
+        reasons.append(f"the prior of host_dispatch_time (no host-bound rows of {who} were fitted)")
+    if architecture != PARAMETERS["host_dispatch_scale"].reference_group and \
+            profile.prior_only("host_dispatch_scale", architecture):
+        reasons.append(f"a host as fast as the reference DGX H100's (no host-bound rows on {architecture} systems)")
+    if not reasons:
+        return None
     return (f"host dispatch sets {host_bound_share:.0%} of the passes' time at "
-            f"{profile.get('host_dispatch_time', framework) * 1e6:.0f} us per kernel, the prior of host_dispatch_time: "
-            f"no host-bound rows of {who} were fitted")
+            f"{host_dispatch_seconds(profile, framework, architecture) * 1e6:.0f} us per kernel, "
+            + " and ".join(reasons))
 
 
 def from_arrays(result: dict[str, np.ndarray], index: int, workload, cluster, run, profile,

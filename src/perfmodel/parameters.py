@@ -36,6 +36,9 @@ class Parameter:
     # never find it; started where it binds, rows that do not show it pull it down until it stops
     # binding (and, undetermined, it returns to its prior or pooled centre).  The prior stays `default`.
     fit_start: float | None = None
+    # the group that sets the unit of a relative parameter: never fitted, always its default (a scale
+    # relative to it would otherwise trade freely with the values it multiplies)
+    reference_group: str | None = None
 
     def __post_init__(self):
         for group, value in (("", self.default), *self.group_defaults):
@@ -251,6 +254,27 @@ _TABLE = (
                "calibrate starts it at 150 us (fit_start), where the host-bound rows of both stacks bind: "
                "from 10 us the pass's larger-of has no gradient and the fit cannot reach them",
         per="framework", fit_start=1.5e-4),
+    Parameter(
+        name="host_dispatch_scale", default=1.0, low=0.25, high=4.0, unit="x the reference host's time",
+        description="how much longer than a DGX H100's host (2 x Xeon Platinum 8480C, the reference, held at 1) "
+                    "the host of a GPU architecture's systems takes to dispatch a kernel: host_dispatch_time "
+                    "(the framework's) x this (perfmodel.models.compute.host_dispatch_seconds).  The dispatch is "
+                    "single-threaded Python and driver work, so it runs at the speed of one core of the host "
+                    "CPU, and a GPU generation's rows come from the servers it shipped in: DGX-1 (2 x Xeon "
+                    "E5-2698 v4, 2.2 GHz) and DGX-2 (2 x Xeon Platinum 8168) for Volta, DGX A100 (2 x AMD EPYC "
+                    "7742, 2.25-3.4 GHz) for Ampere, DGX H100 (2 x Xeon Platinum 8480C, 2.0-3.8 GHz) for "
+                    "Hopper.  The same Megatron-LM CI tests, in the same container, step 1.4-2.2x longer on a "
+                    "DGX A100 than on a DGX H100 where the host sets the pace (checks/megatron_family_1node.csv), "
+                    "against the model's 1.04-1.22 with one host time per framework.  Fitted per architecture "
+                    "on training rows, relative to Hopper; an architecture without host-bound rows keeps 1 "
+                    "(not pooled: a host generation says nothing about another's)",
+        source="host CPUs: NVIDIA DGX-1 with Tesla V100 System Architecture white paper (WP-08437-002, 2017); "
+               "NVIDIA DGX-2 data sheet (2018); NVIDIA DGX A100 data sheet (2020, 'Dual AMD Rome 7742, 128 "
+               "cores total, 2.25 GHz (base), 3.4 GHz (max boost)'); NVIDIA DGX H100 data sheet (2023, 'Dual "
+               "Intel Xeon Platinum 8480C, 112 cores total, 2.00 GHz (base), 3.80 GHz (max boost)').  "
+               "ASSUMPTION: prior 1 (hosts alike), and a cloud instance or other server of a generation has "
+               "a host like its DGX's; fitted per architecture by calibrate",
+        per="architecture", poolable=False, reference_group="Hopper"),
     # --- Communication (alpha-beta collectives, perfmodel.models.comm)
     Parameter(
         name="link_bandwidth_efficiency", default=0.85, low=0.3, high=1.0, unit="fraction",

@@ -19,7 +19,8 @@ earlier values fixed:
 2. ``collective``: nccl-tests rows fix link efficiencies and latencies;
 3. ``train``: end-to-end training rows fix what only whole steps show (attention and convolution
    efficiency, element-wise fusion, gradient-sync overlap, tensor-parallel overlap, per-step
-   overhead, the clock a whole step sustains, the host's per-kernel dispatch time) and the traits
+   overhead, the clock a whole step sustains, the host's per-kernel dispatch time and
+   each GPU generation's host relative to Hopper's) and the traits
    of each training framework (``per="framework"``: its kernels' speed).
 
 Architectures (and frameworks) with no rows of their own take the median (in log space) of the
@@ -65,7 +66,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "nvls_bandwidth_efficiency", "nvls_tree_bandwidth_efficiency", "collnet_bandwidth_efficiency",
       "nvls_latency", "pipeline_fill")),
     ("train", ("train",),
-     ("sustained_clock_fraction", "host_dispatch_time", "attention_efficiency", "conv_efficiency",
+     ("sustained_clock_fraction", "host_dispatch_time", "host_dispatch_scale", "attention_efficiency", "conv_efficiency",
       "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
       "overlap_interference_per_byte", "tp_overlap_interference",
       "step_overhead", "framework_compute_efficiency")),
@@ -77,6 +78,7 @@ INFORMED_BY = {
     "gemm_cuda_core_efficiency": ("gemm",), "gemm_linear_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",), "fp8_gemm_efficiency": ("gemm",),
     "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
+    "host_dispatch_scale": ("train",),
 }
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit
@@ -133,7 +135,7 @@ def _present(value) -> bool:
 
 def parameter_keys(names, rows, catalog) -> list[str]:
     """Profile keys to fit: ``name``, or ``name[group]`` for each group that the rows informing
-    the parameter (:data:`INFORMED_BY`) exercise."""
+    the parameter (:data:`INFORMED_BY`) exercise, but its ``reference_group`` (held at its default)."""
     keys = []
     for name in names:
         parameter = PARAMETERS[name]
@@ -141,7 +143,8 @@ def parameter_keys(names, rows, catalog) -> list[str]:
             keys.append(name)
             continue
         informing = rows[rows["kind"].isin(INFORMED_BY.get(name, rows["kind"].unique()))]
-        keys += [f"{name}[{group}]" for group in sorted(row_groups(informing, catalog)[parameter.per])]
+        keys += [f"{name}[{group}]" for group in sorted(row_groups(informing, catalog)[parameter.per])
+                 if group != parameter.reference_group]
     return keys
 
 

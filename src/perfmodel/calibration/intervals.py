@@ -82,7 +82,7 @@ import re
 import numpy as np
 
 from perfmodel.chain import STEP_SHARES
-from perfmodel.models.compute import host_log_error
+from perfmodel.models.compute import host_dispatch_seconds, host_log_error
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FAMILY_DEPENDS", "GEMM_UNITS", "depends", "gemm_unit", "FEATURES",
@@ -1193,7 +1193,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
         extrapolates.append(f"{key} = {profile.values[key]:.3g} sits at a bound of its range: "
                             f"its prior width counts, in the share the measured rows leave open")
     if host >= HOST_STATED_LOG_CHANGE:
-        value = profile.get("host_dispatch_time", framework)
+        value = host_dispatch_seconds(profile, framework, architecture)
         if profile.prior_only("host_dispatch_time", framework):
             known = "its prior"
         elif profile.pooled("host_dispatch_time", framework):
@@ -1202,7 +1202,7 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             known = "fitted"
         extrapolates.append(
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
-            f"{math.exp(host_log_error(profile, framework)):.2f}, {known}) would slow the step "
+            f"{math.exp(host_log_error(profile, framework, architecture)):.2f}, {known}) would slow the step "
             f"{math.expm1(host):.0%}")
     if abs(attention) >= ATTENTION_STATED_LOG_CHANGE:
         assumed_kernel, other = ("fused", "unfused") if attention > 0 else ("unfused", "fused")

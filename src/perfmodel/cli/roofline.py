@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from perfmodel.models.compute import ridge_points, roofline_points
+    from perfmodel.models.compute import host_dispatch_seconds, ridge_points, roofline_points
     from perfmodel.inputs import check_output_path
     from perfmodel.workloads import get_workload
 
@@ -37,8 +37,8 @@ def run(args) -> int:
     flash = attention_of(args, gpu)
     points = roofline_points(get_workload(args.model), gpu, args.precision, profile, args.micro_batch,
                              args.framework, flash)
-    host_s = profile.get("host_dispatch_time", args.framework)
-    host_text = (f"host dispatch {host_s * 1e6:.0f} us per kernel, "
+    host_s = host_dispatch_seconds(profile, args.framework, gpu.architecture)
+    host_text = (f"host dispatch {host_s * 1e6:.0f} us per kernel (host of {gpu.architecture} systems), "
                  f"{f'framework {args.framework}' if args.framework else 'framework not stated'}"
                  f"{': the prior, no host-bound rows fitted' if profile.prior_only('host_dispatch_time', args.framework) else ''}")
     ridges = ridge_points(gpu)

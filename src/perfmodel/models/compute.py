@@ -33,7 +33,9 @@ here are an upper bound.
 **Host dispatch.** The framework dispatches kernels one by one from the host, asynchronously:
 the host runs ahead of the GPU and the GPU only waits when the host falls behind ("Asynchronous
 execution", PyTorch CUDA semantics docs; NVIDIA CUDA C++ Programming Guide, "Asynchronous
-Concurrent Execution").  An op alone takes at least ``host_dispatch_time`` (:func:`op_times`);
+Concurrent Execution").  An op alone takes at least the host's dispatch time
+(:func:`host_dispatch_seconds`: the framework's ``host_dispatch_time`` on the reference host
+times the ``host_dispatch_scale`` of the GPU generation's host CPU) (:func:`op_times`);
 a sequence of ops takes ``max(GPU work, host work)`` (:func:`queued_time`): long GEMMs give the
 host the slack to queue the short element-wise kernels behind them, and a pass of many short
 kernels is host-bound.  :func:`kernel_launches` counts the kernels each op launches per pass.
@@ -41,7 +43,7 @@ kernels is host-bound.  :func:`kernel_launches` counts the kernels each op launc
 **CUDA graphs** (``cuda_graphs=True``): the kernels of a captured graph are replayed by one
 ``cudaGraphLaunch``, so the per-kernel host dispatch disappears (NVIDIA CUDA C++ Programming
 Guide, "CUDA Graphs"); the chain floors each graph (a micro-batch's pass) at one
-``host_dispatch_time`` instead, its launch (:func:`perfmodel.chain._compute`).
+host dispatch instead, its launch (:func:`perfmodel.chain._compute`).
 
 Every function over numbers broadcasts over numpy arrays: the same formula times one op or a
 million candidate plans.  The efficiency parameters are declared in :mod:`perfmodel.parameters`;
@@ -56,6 +58,7 @@ import numpy as np
 
 from perfmodel.hardware.specs import GPU
 from perfmodel.models import gemm
+from perfmodel.parameters import PARAMETERS
 from perfmodel.profile import CalibrationProfile
 from perfmodel.vocabulary import ELEMENT_BYTES, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
@@ -217,8 +220,8 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``fp32`` (norms, softmax, loss under AMP) run at the FP32 peak.  Backward uses
     ``table.backward_flops()``/``backward_bytes()`` with the same efficiencies and the table's
     kernels per op and pass.  Element-wise ops move only the unfused share ``1 - elementwise_fusion``
-    of their bytes.  With ``host_floor`` (an op alone) every kernel takes at least ``framework``'s
-    ``host_dispatch_time`` (None: a framework not stated, the parameter's prior):
+    of their bytes.  With ``host_floor`` (an op alone) every kernel takes at least the host's
+    :func:`host_dispatch_seconds` for ``framework`` (None: a framework not stated, the prior):
     the host dispatches kernels one by one, so a kernel shorter than that leaves the GPU waiting
     (launch-bound); with ``cuda_graphs`` the graph replays them without the host and that floor is
     0.  ``host_floor=False`` gives the GPU's own seconds, for a sequence of ops timed by
@@ -230,7 +233,7 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``gpu.architecture``.  ``inputs``: the table's :func:`roofline_inputs`, when the caller has them.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained, inputs)
-    host = 0.0 if cuda_graphs or not host_floor else profile.get("host_dispatch_time", framework)
+    host = 0.0 if cuda_graphs or not host_floor else host_dispatch_seconds(profile, framework, gpu.architecture)
     input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
                                                   framework)
     return (np.maximum(forward, host * table.per_op("kernels_forward")) + input_cast,
@@ -257,17 +260,40 @@ def kernel_launches(table: OpTable, precision: str) -> tuple[np.ndarray, np.ndar
 HOST_PRIOR_LOG_SIGMA = math.log(2.0)
 
 
-def host_log_error(profile: CalibrationProfile, framework: str | None) -> float:
-    """One standard error, in log space, of ``framework``'s ``host_dispatch_time``: its fitted
-    relative error when rows determined it, else :data:`HOST_PRIOR_LOG_SIGMA`.  A partially pooled
-    value (the framework's own rows did not determine it) takes the smaller of the two: its
-    posterior width is the fit's wide box prior wherever its rows say nothing, which is not a
-    statement about the stack."""
+def host_dispatch_seconds(profile: CalibrationProfile, framework: str | None, architecture: str) -> float:
+    """Seconds the host takes to dispatch one kernel: ``framework``'s ``host_dispatch_time`` (None:
+    not stated, its prior) on the reference host, times the ``host_dispatch_scale`` of the
+    ``architecture``'s systems (their host CPU; Hopper's DGX H100 host is the reference)."""
+    return profile.get("host_dispatch_time", framework) * profile.get("host_dispatch_scale", architecture)
+
+
+def host_log_error(profile: CalibrationProfile, framework: str | None, architecture: str | None = None) -> float:
+    """One standard error, in log space, of :func:`host_dispatch_seconds`: the framework's
+    ``host_dispatch_time`` error and the architecture's ``host_dispatch_scale`` error in quadrature
+    (independent fits).  The framework's is its fitted relative error when rows determined it, else
+    :data:`HOST_PRIOR_LOG_SIGMA`; a partially pooled value (the framework's own rows did not
+    determine it) takes the smaller of the two: its posterior width is the fit's wide box prior
+    wherever its rows say nothing, which is not a statement about the stack.  The scale's is 0 on
+    the reference architecture (its unit), its fitted relative error when rows determined it, else
+    its prior width."""
     fitted = None if profile.prior_only("host_dispatch_time", framework) else \
         profile.log_error("host_dispatch_time", framework)
     if fitted is None:
-        return HOST_PRIOR_LOG_SIGMA
-    return min(fitted, HOST_PRIOR_LOG_SIGMA) if profile.pooled("host_dispatch_time", framework) else fitted
+        stack = HOST_PRIOR_LOG_SIGMA
+    else:
+        stack = min(fitted, HOST_PRIOR_LOG_SIGMA) if profile.pooled("host_dispatch_time", framework) else fitted
+    return math.hypot(stack, _host_scale_log_error(profile, architecture))
+
+
+def _host_scale_log_error(profile: CalibrationProfile, architecture: str | None) -> float:
+    """One standard error, in log space, of ``architecture``'s ``host_dispatch_scale`` (see
+    :func:`host_log_error`); 0 when no architecture is named."""
+    scale = PARAMETERS["host_dispatch_scale"]
+    if architecture is None or architecture == scale.reference_group:
+        return 0.0
+    fitted = None if profile.prior_only("host_dispatch_scale", architecture) else \
+        profile.log_error("host_dispatch_scale", architecture)
+    return scale.prior_log_sigma if fitted is None else fitted
 
 
 def queued_time(gpu_seconds, launches, host_dispatch_s):
@@ -285,12 +311,12 @@ def fp8_cast_times(table: OpTable, gpu: GPU, precision: str, profile: Calibratio
     """Seconds of each op's fp8 cast kernels (input per forward pass, weight once per step, output
     gradient per backward pass; :func:`fp8_cast_bytes`), each a memory-bound kernel
     (:func:`roofline_time` with no FLOPs) with its launch and, without ``cuda_graphs``, the host
-    dispatch floor (``framework``'s ``host_dispatch_time``); all 0 unless ``precision`` is ``fp8``."""
+    dispatch floor (:func:`host_dispatch_seconds`); all 0 unless ``precision`` is ``fp8``."""
     casts = fp8_cast_bytes(table)
     if precision != "fp8":
         return tuple(np.zeros_like(cast) for cast in casts)
     bandwidth, eta_m, launch = _memory_inputs(gpu, profile)
-    host = 0.0 if cuda_graphs else profile.get("host_dispatch_time", framework)
+    host = 0.0 if cuda_graphs else host_dispatch_seconds(profile, framework, gpu.architecture)
     return tuple(np.maximum(roofline_time(0.0, cast, 1.0, bandwidth, 1.0, eta_m, launch), host) * (cast > 0)
                  for cast in casts)
 
@@ -360,7 +386,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile)
     kernels = table.per_op("kernels_forward")
     kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)
-    host = profile.get("host_dispatch_time", framework) * kernels
+    host = host_dispatch_seconds(profile, framework, gpu.architecture) * kernels
     time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
