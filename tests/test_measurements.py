@@ -153,6 +153,8 @@ def _scored_check_files(folder):
     from perfmodel.profile import default_profile
 
     paths = sorted(shipped_data_path("checks").joinpath(folder).glob("*.csv"))
+    if not paths and folder == "unpredicted":
+        pytest.skip("every shipped check row is predicted: data/checks/unpredicted is empty")
     assert paths, f"no check file shipped in data/checks/{folder}"
     fitted = set(shipped_measurements()["id"])
     for path in paths:

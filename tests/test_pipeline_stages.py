@@ -3,9 +3,11 @@ pipelines, tensor parallelism across nodes, and Llama 3 405B's 4D layout."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from perfmodel import estimate, load_catalog
@@ -77,13 +79,45 @@ def test_the_largest_stage_sets_the_pace(layers, pp):
     assert steps["t_bwd"][0] <= padded_steps["t_bwd"][0] * (1 + 1e-12)
 
 
-def test_uneven_stages_are_valid_but_interleaving_needs_equal_chunks():
+def test_uneven_stages_and_chunks_are_valid_but_only_the_end_chunks_may_hold_no_layer():
     workload = get_workload("llama3-405b")
     assert check_plans(one_plan(tp=8, pp=16, dp=64, global_batch=64), workload, 8192, 8)[0] == 0
-    mask = check_plans(one_plan(tp=8, pp=16, vp=2, dp=64, global_batch=64), workload, 8192, 8)[0]
-    assert reasons_from_mask(mask) == ["interleaving (vp > 1) needs pp*vp to divide the layers (equal model chunks)"]
+    # 126 layers in 32 chunks: uneven, as Megatron-Bridge runs Llama 3.1 405B
+    assert check_plans(one_plan(tp=8, pp=16, vp=2, dp=64, global_batch=64), workload, 8192, 8)[0] == 0
+    assert check_plans(one_plan(tp=4, pp=16, vp=8, dp=4, global_batch=64), workload, 256, 64)[0] == 0  # 128 chunks
+    mask = check_plans(one_plan(tp=1, pp=64, vp=4, dp=128, global_batch=128), workload, 8192, 8)[0]
+    assert reasons_from_mask(mask) == [
+        "interleaving (vp > 1) needs pp*vp at most the layers + 2 (only the first and last model chunks may hold no layer)"]
     mask = check_plans(one_plan(pp=127, dp=1, global_batch=8), workload, 127, 8)[0]
     assert reasons_from_mask(mask) == ["pp exceeds the layers (every pipeline stage needs a layer)"]
+
+
+def test_megatron_bridge_405b_split_has_one_layer_less_on_the_first_and_last_chunk():
+    """126 layers on PP 8 x VP 8: Megatron-Bridge counts the embedding and the loss as layers, 128
+    over 64 chunks of 2, so the first and last chunks hold one transformer layer each: the first
+    and last stages 15 layers, the middle ones 16 (NVIDIA-NeMo/Megatron-Bridge performance tables,
+    account_for_embedding/loss_in_pipeline_split)."""
+    first, middle, last = stage_layers(126, 8, 8)
+    assert (first, middle, last) == (15, 16, 15)
+    # PP 16 x VP 8: 128 chunks of one, the first holding only the embedding, the last only the loss
+    assert stage_layers(126, 16, 8) == (7, 8, 7)
+    assert stage_layers(126, 16, 1) == stage_layers(126, 16)  # vp 1: the chunks are the stages
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(1, 200), pp=st.integers(1, 64), vp=st.integers(1, 8))
+def test_interleaved_stages_hold_every_layer_and_never_less_than_an_even_share(layers, pp, vp):
+    """Every layer has a stage (first + (pp-2) middle + last >= layers), the largest stage holds at
+    least the even share ceil(layers/pp) - as equal chunks do when pp vp divides the layers."""
+    assume(pp <= layers and pp * vp <= layers + 2 * (vp > 1) and (vp == 1 or pp > 1))
+    first, middle, last = (float(x) for x in stage_layers(layers, pp, vp))
+    if pp == 1:
+        assert first == last == layers
+        return
+    assert first + max(pp - 2, 0) * middle + last >= layers
+    assert max(first, middle, last) >= math.ceil(layers / pp)
+    if layers % (pp * vp) == 0:
+        assert max(first, middle, last) == layers // pp
 
 
 @pytest.mark.parametrize("zero", [2, 3])

@@ -187,7 +187,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     """Forward and backward time of one micro-batch on the slowest pipeline stage (per-op roofline,
     :func:`perfmodel.models.compute.op_times`), the most parameters a stage's GPU holds (a mixture
     of experts: ``experts / ep`` of its experts, :func:`expert_parallel`), the layers of
-    the largest stage (:func:`stage_layers`: uneven stages; the largest sets the pace; a framework of
+    the largest stage (:func:`stage_layers`: uneven stages or interleaved chunks; the largest sets the pace; a framework of
     :data:`~perfmodel.vocabulary.COST_BALANCED_STAGES` places them by cost,
     :func:`~perfmodel.models.stages.cost_balanced_stages`, and the stage with the most work sets the pace,
     its neighbours' layer counts not mattering) and the micro-batches per step.  fp8: the weights' casts run once per step, on the first micro-batch
@@ -205,7 +205,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
     layers = inputs.workload.layers
-    first, middle, last = stage_layers(layers, pp)
+    first, middle, last = stage_layers(layers, pp, inputs.degree("vp"))
     single_stage = pp == 1
     balanced = (inputs.framework in COST_BALANCED_STAGES and inputs.workload.family == "transformer"
                 and bool(np.any(pp > 1)))

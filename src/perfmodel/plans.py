@@ -45,7 +45,7 @@ INVALID_REASONS = (
     "tp does not divide the key/value heads",
     "pp exceeds the layers (every pipeline stage needs a layer)",
     "dp*micro_batch does not divide the global batch",
-    "interleaving (vp > 1) needs pp*vp to divide the layers (equal model chunks)",
+    "interleaving (vp > 1) needs pp*vp at most the layers + 2 (only the first and last model chunks may hold no layer)",
     "cp does not divide the sequence length",
     "interleaving (vp > 1) needs pipeline parallelism (pp > 1)",
     "tensor/pipeline/context parallelism needs a transformer",
@@ -198,8 +198,8 @@ def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gp
     """Bit mask of violated rules per plan (0 = valid); bit i is ``INVALID_REASONS[i]``.  Without a
     cluster (``num_gpus`` None) the rule that needs one is skipped.
 
-    Allowed, as practitioners run them: pipeline stages that do not divide the layers (the first
-    and last stages hold fewer; :func:`perfmodel.models.stages.stage_layers`) unless interleaved;
+    Allowed, as practitioners run them: pipeline stages or interleaved model chunks that do not
+    divide the layers (the first and last chunks hold fewer; :func:`perfmodel.models.stages.stage_layers`);
     ZeRO-2/3 (FSDP) on the data-parallel axis together with tensor and pipeline parallelism
     (Llama 3's 4D parallelism, Dubey et al. 2024, Sec. 3.3.2); tensor parallelism wider than a
     node (its collectives then cross the inter-node network), so no rule reads ``gpus_per_node``."""
@@ -212,7 +212,7 @@ def check_plans(plans: dict[str, np.ndarray], workload, num_gpus: int | None, gp
         (shape.kv_heads % tp != 0) & (tp % shape.kv_heads != 0) if transformer else np.zeros_like(tp, dtype=bool),
         pp > workload.layers,
         plans["global_batch"] % (dp * plans["micro_batch"]) != 0,
-        (vp > 1) & (workload.layers % (pp * vp) != 0),
+        (vp > 1) & (pp * vp > workload.layers + 2),
         (shape.seq_len % cp != 0) if transformer else np.zeros_like(cp, dtype=bool),
         (vp > 1) & (pp == 1),
         ((tp > 1) | (pp > 1) | (cp > 1)) & (not transformer),
@@ -456,7 +456,7 @@ def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_a
 
     Open fields range over: tp powers of two up to a node, cp powers of two up to 8, pp the
     divisors of the layer count up to the GPU count, vp every divisor of the layer count (the
-    rules keep those with ``pp * vp`` dividing it), every micro-batch dividing the global batch
+    rules keep those with ``pp * vp`` at most the layers + 2; chunks that do not divide them are uneven), every micro-batch dividing the global batch
     (the rules keep those dividing the per-replica batch ``global_batch / dp``), sequence
     parallelism on and off, recomputation none / full / sqrt / every_k for k = 2, 4, 8, ... below
     the layer count (selective too without flash attention; CNNs none / sqrt), ZeRO 0-3, and

@@ -371,7 +371,7 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
 
     shape = workload.shape
     bpv = activation_bytes_per_value(precision)
-    first_layers, middle_layers, last_layers = stage_layers(shape.layers, pp)
+    first_layers, middle_layers, last_layers = stage_layers(shape.layers, pp, vp)
     middle_layers = np.where(pp > 2, middle_layers, first_layers)  # no middle stage below pp = 3 (masked below)
     per_layer = transformer_layer_activation_bytes(shape.seq_len, mb, shape.hidden, shape.heads, tp, cp,
                                                    sp > 0, flash_attention, bpv)

@@ -8,23 +8,39 @@ import numpy as np
 __all__ = ["stage_layers", "cost_balanced_stages", "head_cost_in_layers"]
 
 
-def stage_layers(layers: int, pp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Layers of the (first, middle, last) pipeline stages when ``pp`` stages share ``layers``.
+def stage_layers(layers: int, pp, vp=1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Layers of the (first, middle, last) pipeline stages when ``pp`` stages of ``vp`` model
+    chunks each (interleaving, Narayanan et al. 2021, Sec. 2.2: stage s holds chunks s, s + pp, ...)
+    share ``layers``.
 
-    Every stage holds ``ceil(layers / pp)`` layers, except that the first and last stages give
-    up the ``pp * ceil(layers / pp) - layers`` layers too many (the first the larger half), as
-    Megatron-LM's ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers`` and
-    Llama 3 (Dubey et al. 2024, Sec. 3.3.2: one layer less on the first and last of 16 stages
-    for 126 layers) do, so those stages also fit the embedding and the output layer; each keeps
-    at least one layer.  The middle count is the largest middle stage's when the remaining layers
-    are spread evenly (0 when pp < 3); pp = 1 is one stage of ``layers``; needs pp <= layers.
+    Every chunk holds ``ceil(layers / (pp vp))`` layers, except that the first and last chunks
+    give up the ``pp vp ceil(layers / (pp vp)) - layers`` layers too many (the first the larger
+    half), as Megatron-LM's ``decoder_first_pipeline_num_layers`` /
+    ``decoder_last_pipeline_num_layers`` (and its ``account_for_embedding_in_pipeline_split`` /
+    ``account_for_loss_in_pipeline_split``, which count the embedding and the loss as a layer of the
+    first and last chunk) and Llama 3 (Dubey et al. 2024, Sec. 3.3.2: one layer less on the first
+    and last of 16 stages for 126 layers) do, so those chunks also fit the embedding and the output
+    layer; each keeps at least one layer, unless there are more chunks than layers (at most two
+    more: the first and last chunks then hold only the embedding and the loss, as Megatron-Bridge
+    runs 126 layers on PP 16 x VP 8).  The middle chunk count is the largest middle chunk's
+    when the remaining layers are spread evenly.  The first stage holds the first chunk and
+    ``vp - 1`` middle ones, the last stage the last chunk and ``vp - 1`` middle ones, a middle stage
+    ``vp`` middle ones (0 when pp < 3); pp = 1 is one stage of ``layers``; needs pp vp <= layers + 2.
+    With ``vp`` 1 the chunks are the stages.
     """
     pp = np.asarray(pp, dtype=float)
-    full = np.ceil(layers / pp)
-    extra = pp * full - layers
-    first = np.where(pp > 1, np.maximum(full - np.ceil(extra / 2.0), 1.0), float(layers))
-    last = np.where(pp > 1, np.maximum(full - np.floor(extra / 2.0), 1.0), float(layers))
-    middle = np.where(pp > 2, np.ceil((layers - first - last) / np.maximum(pp - 2.0, 1.0)), 0.0)
+    vp = np.asarray(vp, dtype=float)
+    chunks = pp * vp
+    full = np.ceil(layers / chunks)
+    extra = chunks * full - layers
+    floor = np.where(chunks <= layers, 1.0, 0.0)  # more chunks than layers: the end chunks hold none
+    first_chunk = np.maximum(full - np.ceil(extra / 2.0), floor)
+    last_chunk = np.maximum(full - np.floor(extra / 2.0), floor)
+    middle_chunk = np.where(chunks > 2, np.ceil((layers - first_chunk - last_chunk) / np.maximum(chunks - 2.0, 1.0)),
+                            0.0)
+    first = np.where(pp > 1, first_chunk + (vp - 1.0) * middle_chunk, float(layers))
+    last = np.where(pp > 1, last_chunk + (vp - 1.0) * middle_chunk, float(layers))
+    middle = np.where(pp > 2, vp * middle_chunk, 0.0)
     return first, middle, last
 
 
