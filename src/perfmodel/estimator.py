@@ -21,8 +21,7 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
-from perfmodel.models.compute import host_dispatch_seconds
-from perfmodel.parameters import PARAMETERS
+from perfmodel.models.compute import host_dispatch_seconds, host_scale_is_prior
 from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
@@ -181,8 +180,7 @@ def host_assumption(profile, framework: str | None, architecture: str, host_boun
     if profile.prior_only("host_dispatch_time", framework):
         who = f"framework {framework!r}" if framework else "an unstated framework"
         reasons.append(f"the prior of host_dispatch_time (no host-bound rows of {who} were fitted)")
-    if architecture != PARAMETERS["host_dispatch_scale"].reference_group and \
-            profile.prior_only("host_dispatch_scale", architecture):
+    if host_scale_is_prior(profile, architecture):
         reasons.append(f"a host as fast as the reference DGX H100's (no host-bound rows on {architecture} systems)")
     if not reasons:
         return None

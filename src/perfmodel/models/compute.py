@@ -288,12 +288,17 @@ def host_log_error(profile: CalibrationProfile, framework: str | None, architect
 def _host_scale_log_error(profile: CalibrationProfile, architecture: str | None) -> float:
     """One standard error, in log space, of ``architecture``'s ``host_dispatch_scale`` (see
     :func:`host_log_error`); 0 when no architecture is named."""
-    scale = PARAMETERS["host_dispatch_scale"]
-    if architecture is None or architecture == scale.reference_group:
+    if architecture is None or architecture == PARAMETERS["host_dispatch_scale"].reference_group:
         return 0.0
-    fitted = None if profile.prior_only("host_dispatch_scale", architecture) else \
-        profile.log_error("host_dispatch_scale", architecture)
-    return scale.prior_log_sigma if fitted is None else fitted
+    fitted = None if host_scale_is_prior(profile, architecture) else profile.log_error("host_dispatch_scale", architecture)
+    return PARAMETERS["host_dispatch_scale"].prior_log_sigma if fitted is None else fitted
+
+
+def host_scale_is_prior(profile: CalibrationProfile, architecture: str) -> bool:
+    """Whether ``architecture``'s ``host_dispatch_scale`` is its prior (no row fitted it) rather
+    than the reference host's unit or a fitted value."""
+    return (architecture != PARAMETERS["host_dispatch_scale"].reference_group
+            and profile.prior_only("host_dispatch_scale", architecture))
 
 
 def queued_time(gpu_seconds, launches, host_dispatch_s):
