@@ -5,12 +5,14 @@ import json
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 import perfmodel.cli
 from perfmodel import estimate
 from perfmodel.calibration.validate import validate
 from perfmodel.cli import main
-from perfmodel.hardware.catalog import CatalogError, load_catalog
+from perfmodel.hardware.catalog import CatalogError, load_catalog, nvlink_domain_share
 
 # DGX SuperPOD / DGX node networks (sources in the catalog entries): A100 8 x HDR 200, H100 8 x NDR 400
 EXPECTED = [("A100-SXM4-80GB", 8, "ib-hdr"), ("A100-SXM4-40GB", 8, "ib-hdr"), ("H100-SXM5-80GB", 8, "ib-ndr"),
@@ -143,3 +145,57 @@ def test_omni_path_is_a_catalog_link(catalog):
     assert (cluster.nics_per_node, cluster.nic.name, cluster.nic.kind) == (4, "opa-100", "omnipath")
     assert cluster.inter_bandwidth_per_node == pytest.approx(4 * 100e9 / 8)
     assert cluster.assumed == []
+
+
+@pytest.mark.parametrize("num_gpus, domains, share", [(8, 1, 8), (64, 1, 64), (72, 1, 72), (128, 2, 64),
+                                                      (144, 2, 72), (256, 4, 64), (1000, 20, 50)])
+def test_nvl72_jobs_are_placed_in_nvlink_domains(catalog, num_gpus, domains, share):
+    """A GB200 job without gpus_per_node: one NVLink domain up to the NVL72 rack's 72 GPUs (no network),
+    else the fewest equal shares of racks, each with the tray's one NIC per GPU; the placement is an
+    assumption the cluster lists."""
+    cluster = catalog.cluster(gpu="GB200", num_gpus=num_gpus)
+    assert (cluster.nodes, cluster.gpus_per_node, cluster.intra.kind) == (domains, share, "nvlink")
+    assert cluster.nics_per_node == (0 if domains == 1 else share)
+    assert cluster.assumed[0].startswith(f"gpus_per_node = {share}: the job's {num_gpus} GPUs in {domains} NVLink")
+
+
+def test_a_job_of_one_tray_or_a_stated_node_assumes_no_placement(catalog):
+    assert catalog.cluster(gpu="GB200", num_gpus=4).assumed == []
+    stated = catalog.cluster(gpu="GB200", num_gpus=16, gpus_per_node=4)
+    assert (stated.nodes, stated.nics_per_node) == (4, 4)
+    assert not any(note.startswith("gpus_per_node") for note in stated.assumed)
+
+
+@given(num_gpus=st.integers(1, 4096), domain=st.integers(1, 256))
+def test_nvlink_domain_share_is_the_largest_divisor_that_fits(num_gpus, domain):
+    try:
+        share = nvlink_domain_share(num_gpus, domain)
+    except CatalogError as error:
+        assert num_gpus > domain and "give hardware.gpus_per_node" in str(error)
+        assert all(num_gpus % d for d in range(-(-domain // 2), domain + 1))
+        return
+    assert num_gpus % share == 0 and share <= domain
+    assert share == num_gpus or 2 * share >= domain
+    assert all(num_gpus % d for d in range(share + 1, min(domain, num_gpus) + 1))
+
+
+def test_a_gb200_job_in_one_rack_is_not_slower_than_on_trays_over_infiniband():
+    scenario = {**SCENARIO_64, "hardware": {"gpu": "GB200", "num_gpus": 64}}
+    placed = estimate(scenario)
+    stated = estimate({**scenario, "hardware": {**scenario["hardware"], "gpus_per_node": 64}})
+    trays = estimate({**scenario, "hardware": {**scenario["hardware"], "gpus_per_node": 4}})
+    assert placed.step_time_s == pytest.approx(stated.step_time_s)
+    assert placed.step_time_s < trays.step_time_s
+    assert any(note.startswith("gpus_per_node = 64: the job's 64 GPUs in 1 NVLink domain")
+               for note in placed.assumptions["assumed"])
+
+
+def test_an_nvlink_domain_must_hold_whole_nodes(tmp_path):
+    shipped = load_catalog(include_env=False).gpu("GB200").model_dump(mode="json")
+    shipped.update(name="X200", aliases=[])
+    shipped["reference_fabric"]["nvlink_domain"] = 70
+    path = tmp_path / "extra.yaml"
+    path.write_text(yaml.safe_dump({"gpus": [shipped]}))
+    with pytest.raises(CatalogError, match=r"extra.yaml: gpus\[0\] \(X200\): field 'reference_fabric'.*"
+                                           r"nvlink_domain 70 is not a whole number of nodes of gpus_per_node 4"):
+        load_catalog(path, include_env=False)

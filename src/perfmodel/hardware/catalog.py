@@ -159,8 +159,11 @@ class Catalog:
         """Build a :class:`Cluster` from a GPU and a shape, or from an instance and a node count.
 
         Missing pieces take the GPU's usual values: its NVLink generation on NVSwitch (SXM parts and
-        NVL rack parts such as GB200) or its PCIe generation, 8 GPUs per node for SXM parts, the
-        reference system's node for NVL rack parts (a DGX GB200 compute tray: 4) and 1 otherwise.  An instance whose
+        NVL rack parts such as GB200) or its PCIe generation, 8 GPUs per node for SXM parts, 1 for
+        others.  An NVL rack part's "node" is the NVLink domain its reference system has
+        (``ReferenceFabric.nvlink_domain``; GB200 NVL72: 72 GPUs): a job is placed in the fewest equal
+        shares of domains (:func:`nvlink_domain_share`), which ``Cluster.assumed`` lists; without a
+        domain, the reference system's node (a compute tray).  An instance whose
         intra-node link the catalog does not know (null) needs ``intra`` given; ``inter``, when
         given, replaces an instance's network.  A multi-node GPU cluster without ``inter`` takes
         the GPU's reference fabric (``GPU.reference_fabric``, e.g. DGX SuperPOD H100: 8 x ib-ndr)
@@ -204,6 +207,16 @@ class Catalog:
         per_node = gpus_per_node or (8 if sxm else reference.gpus_per_node if rack and reference else 1)
         total = num_gpus if num_gpus is not None else per_node * (nodes or 1)
         _check_total(total)
+        assumed = []
+        if gpus_per_node is None and rack and reference is not None and reference.nvlink_domain:
+            # the job's "node" is the share of an NVLink domain it holds: its collectives inside the
+            # domain run over NVLink, between domains over the network
+            per_node = nvlink_domain_share(total, reference.nvlink_domain, spec.name)
+            if total > reference.gpus_per_node:  # a job of one reference node is on its own NVLink anyway
+                assumed.append(f"gpus_per_node = {per_node}: the job's {total} GPUs in {total // per_node} NVLink "
+                               f"domain{'s' if total > per_node else ''} of {per_node} ({reference.system}: up to "
+                               f"{reference.nvlink_domain} GPUs on one NVLink fabric; placed in as few equal "
+                               f"domains as divide the job; give hardware.gpus_per_node for another placement)")
         board = per_node  # GPUs of the node the job runs on, before a smaller job is cut out of it
         if total < per_node:
             per_node = total
@@ -223,7 +236,7 @@ class Catalog:
             # an 8-GPU V100 SXM2 board (DGX-1, HGX-1, p3.16xlarge) is a hybrid cube-mesh, also for a
             # job on some of its GPUs; V100 SXM3 boards (DGX-2) are on NVSwitch
             fabric = "nvlink_mesh"
-        nics, nic, assumed = 0, None, []
+        nics, nic = 0, None
         if inter:
             nics, nic = self.inter_link(inter)
         elif total // per_node > 1 and reference is not None:
@@ -236,6 +249,23 @@ class Catalog:
                            f"{reference.system}{scaled}; {reference.source})")
         return Cluster(gpu=spec, nodes=total // per_node, gpus_per_node=per_node, intra=intra_link,
                        fabric=fabric, nics_per_node=nics, nic=nic, assumed=assumed)
+
+
+def nvlink_domain_share(num_gpus: int, domain: int, gpu: str = "the GPU") -> int:
+    """GPUs of a job in each NVLink domain of ``domain`` GPUs when the job does not say: all of them
+    when the job fits in one domain, else the largest divisor of ``num_gpus`` that fits in a domain
+    (the cluster model's nodes are equal: 128 GB200 on NVL72 racks -> 2 x 64).  A job that no share
+    of at least half a domain divides (146 = 2 x 73 on NVL72) raises :class:`CatalogError`: spread
+    over many small shares, its collectives would leave NVLink for a placement nobody would choose."""
+    if num_gpus <= domain:
+        return num_gpus
+    share = max(d for d in range(1, domain + 1) if num_gpus % d == 0)
+    if 2 * share < domain:
+        raise CatalogError(
+            f"hardware.num_gpus {num_gpus} on {gpu}: no equal share of {math.ceil(domain / 2)}-{domain} GPUs "
+            f"per NVLink domain of {domain} divides it (the largest is {share}); give hardware.gpus_per_node "
+            f"(the job's GPUs per NVLink domain, a divisor of num_gpus) or a num_gpus that such a share divides")
+    return share
 
 
 def _fill_unknowns(gpus: dict[str, GPU]) -> dict[str, GPU]:

@@ -94,11 +94,19 @@ class ReferenceFabric(BaseModel):
                                                           "8; a DGX GB200 compute tray: 4); a job whose nodes hold "
                                                           "another number of GPUs gets as many NICs per GPU")
     system: str = Field(min_length=1, description="the reference system, e.g. 'DGX SuperPOD (DGX H100)'")
+    nvlink_domain: int | None = Field(
+        None, ge=1, le=1024, description="GPUs on one NVLink fabric when it spans several nodes (GB200 NVL72: 72 "
+                                         "GPUs over 18 compute trays); a job that does not state gpus_per_node "
+                                         "is placed in NVLink domains (perfmodel.hardware.catalog."
+                                         "nvlink_domain_share); null = the NVLink fabric is the node")
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
     def _parses(self):
         parse_inter(self.inter)
+        if self.nvlink_domain is not None and self.nvlink_domain % self.gpus_per_node:
+            raise ValueError(f"nvlink_domain {self.nvlink_domain} is not a whole number of nodes of "
+                             f"gpus_per_node {self.gpus_per_node}")
         return self
 
 
