@@ -78,3 +78,13 @@ def test_strong_scaling_of_the_resnet_example_has_a_plan_at_every_count():
     example = Path(__file__).parent.parent / "examples" / "resnet50-8xa100.yaml"
     frame = scaling(str(example), [8, 16, 32], "strong")
     assert frame["samples_per_s"].notna().all(), list(frame["reason"])
+
+
+def test_a_gpu_count_without_gpus_per_node_takes_the_catalogs_node_at_each_count():
+    """Without gpus_per_node each count gets the catalog's node: 8 per SXM board, and for GB200 the
+    NVL72 NVLink domain (64 GPUs in one domain, 128 in two), not the base scenario's count."""
+    gb200 = {**RESNET, "hardware": {"gpu": "GB200", "num_gpus": 8}}
+    curve = scaling(gb200, [8, 64, 128], "strong").set_index("num_gpus")
+    assert list(curve["nodes"]) == [1, 1, 2]
+    sxm = {**RESNET, "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 4, "inter": "4 x ib-hdr"}}
+    assert list(scaling(sxm, [4, 16], "strong")["nodes"]) == [1, 2]

@@ -10,7 +10,6 @@ is speedup divided by the GPU ratio (1 = linear scaling).
 from __future__ import annotations
 
 from perfmodel.choice import choose_plans
-from perfmodel.hardware.catalog import load_catalog
 from perfmodel.job import hardware_summary, resolve
 from perfmodel.plans import default_micro_batch
 from perfmodel.profile import default_profile
@@ -32,9 +31,6 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
     scenario, workload, cluster = resolve(scenario, catalog)
     hardware = scenario.hardware
     per_node = cluster.gpus_per_node
-    if hardware.instance is None and hardware.gpus_per_node is None:
-        # the GPU's usual node size, not the (possibly smaller) GPU count of the base scenario
-        per_node = (catalog or load_catalog()).cluster(gpu=hardware.gpu).gpus_per_node
     base_batch = scenario.plan.global_batch
     rows = []
     for n in counts:
@@ -43,6 +39,8 @@ def scaling(scenario, gpu_counts: list[int], mode: str = "strong", catalog=None,
                 rows.append({"num_gpus": n, "reason": f"{n} GPUs is not a whole number of {hardware.instance} nodes"})
                 continue
             new_hardware = hardware.model_copy(update={"nodes": n // per_node, "num_gpus": None})
+        elif hardware.gpus_per_node is None:  # the catalog's node for n GPUs (8 per SXM board, an NVL72 domain)
+            new_hardware = hardware.model_copy(update={"num_gpus": n})
         else:
             new_hardware = hardware.model_copy(update={"num_gpus": n, "gpus_per_node": min(per_node, n)})
         plan = scenario.plan.model_copy(update={"dp": None})
