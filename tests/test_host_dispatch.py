@@ -304,3 +304,15 @@ def test_the_host_error_adds_the_generations_scale_error_in_quadrature():
     assert host_log_error(profile, "megatron", "Turing") == pytest.approx(math.hypot(0.1, SCALE.prior_log_sigma))
     undetermined = profile.model_copy(update={"provenance": {"not_determined": ["host_dispatch_scale[Ampere]"]}})
     assert host_log_error(undetermined, "megatron", "Ampere") == pytest.approx(math.hypot(0.1, SCALE.prior_log_sigma))
+
+
+@pytest.mark.parametrize("gpu, architecture", [("B200", "Blackwell"), ("H100-SXM5-80GB", "Hopper"),
+                                               ("A100-SXM4-80GB", "Ampere")])
+def test_the_confidence_line_says_when_the_generations_host_speed_is_a_prior(gpu, architecture):
+    """The host-error line of a host-sensitive estimate names the generation's host speed as a prior
+    where no row fitted it (Blackwell), not on the reference (Hopper) or a fitted one (Ampere)."""
+    scenario = {**HOST_BOUND_MEGATRON, "hardware": {"gpu": gpu, "num_gpus": 8}}
+    said = [line for line in estimate(scenario).confidence["extrapolates"] if "host dispatch time" in line]
+    assert len(said) == 1
+    assert (f"the {architecture} host's speed relative to DGX H100's is a prior" in said[0]) == \
+        (architecture == "Blackwell")

@@ -82,7 +82,7 @@ import re
 import numpy as np
 
 from perfmodel.chain import STEP_SHARES
-from perfmodel.models.compute import host_dispatch_seconds, host_log_error
+from perfmodel.models.compute import host_dispatch_seconds, host_log_error, host_scale_is_prior
 from perfmodel.profile import PARAMETERS, TIME_METRICS, scale_by_ratio, split_key
 
 __all__ = ["LEVEL", "N0", "GRID", "DEPENDS", "FAMILY_DEPENDS", "GEMM_UNITS", "depends", "gemm_unit", "FEATURES",
@@ -1200,6 +1200,8 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
             known = "pooled over the stacks whose rows determine it"
         else:
             known = "fitted"
+        if architecture is not None and host_scale_is_prior(profile, architecture):
+            known += f"; the {architecture} host's speed relative to DGX H100's is a prior"
         extrapolates.append(
             f"a host dispatch time one standard error slower ({value * 1e6:.3g} us per kernel x "
             f"{math.exp(host_log_error(profile, framework, architecture)):.2f}, {known}) would slow the step "
@@ -1245,7 +1247,9 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
                + (f", {nearest[0]['framework']}" if nearest[0].get("framework") else "")
                + f"), measured {1.0 + nearest[0]['error']:.2f}x the held-out prediction" if nearest else "")
             + (f"; extrapolates: {'; '.join(extrapolates)}" if extrapolates else "")
-            + (f"; assumed: {', '.join(f'{k}={v}' for k, v in assumed.items())}" if assumed else ""))
+            # a long assumption (a fabric with its source) is named only: the estimate lists it in full
+            + (f"; assumed: {', '.join(k if len(str(v)) > 40 else f'{k}={v}' for k, v in assumed.items())}"
+               if assumed else ""))
     return {"level": level, "interval_ratio": (float(low), float(high)),
             "log_sigma": {k: float(np.sqrt(v)) if k not in ("bias", "total") else float(v)
                           for k, v in parts.items()},
