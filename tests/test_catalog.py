@@ -74,7 +74,8 @@ def test_nvlink_generations_per_direction(catalog):
 def test_every_canonical_gpu_is_present(catalog):
     names = ["T4", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-SXM3-32GB", "V100-PCIe", "A10", "A10G", "L4", "L40S",
              "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-40GB", "A100-PCIe-80GB", "H100-SXM5-80GB",
-             "H100-PCIe-80GB", "H100-NVL", "H100-HBM2e-96GB", "H200-SXM-141GB", "B200", "GB200"]
+             "H100-PCIe-80GB", "H100-NVL", "H100-HBM2e-96GB", "H200-SXM-141GB", "B200", "GB200", "B300",
+             "GB300"]
     assert set(names) <= set(catalog.gpus)
 
 

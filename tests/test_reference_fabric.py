@@ -14,10 +14,11 @@ from perfmodel.calibration.validate import validate
 from perfmodel.cli import main
 from perfmodel.hardware.catalog import CatalogError, load_catalog, nvlink_domain_share
 
-# DGX SuperPOD / DGX node networks (sources in the catalog entries): A100 8 x HDR 200, H100 8 x NDR 400
+# DGX SuperPOD / DGX node networks (sources in the catalog entries): A100 8 x HDR 200, H100 8 x NDR 400,
+# B300 8 x XDR 800 (ConnectX-8), GB300 one ConnectX-8 XDR 800 per GPU of a 4-GPU tray
 EXPECTED = [("A100-SXM4-80GB", 8, "ib-hdr"), ("A100-SXM4-40GB", 8, "ib-hdr"), ("H100-SXM5-80GB", 8, "ib-ndr"),
             ("H200-SXM-141GB", 8, "ib-ndr"), ("B200", 8, "ib-ndr"), ("V100-SXM2-32GB", 4, "ib-edr"),
-            ("V100-SXM3-32GB", 8, "ib-edr"), ("GB200", 4, "ib-ndr")]
+            ("V100-SXM3-32GB", 8, "ib-edr"), ("GB200", 4, "ib-ndr"), ("B300", 8, "ib-xdr"), ("GB300", 4, "ib-xdr")]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_a_node_of_another_size_keeps_the_reference_nics_per_gpu(catalog, gpu, p
 
 def test_reference_fabric_is_the_dgx_node_network(catalog):
     """Where the catalog has the DGX node, its NICs are the reference fabric (one fact, two places)."""
-    for node in ("DGX-A100-640GB", "DGX-H100", "DGX-H200", "DGX-B200", "DGX-1", "DGX-2"):
+    for node in ("DGX-A100-640GB", "DGX-H100", "DGX-H200", "DGX-B200", "DGX-B300", "DGX-1", "DGX-2"):
         spec = catalog.node(node)
         for gpu in catalog.gpus.values():
             if gpu.name == catalog.gpu(spec.gpu).name and gpu.reference_fabric:
