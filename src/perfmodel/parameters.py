@@ -39,12 +39,18 @@ class Parameter:
     # the group that sets the unit of a relative parameter: never fitted, always its default (a scale
     # relative to it would otherwise trade freely with the values it multiplies)
     reference_group: str | None = None
+    # True: an architecture with no fitted value takes its nearest fitted predecessor generation's
+    # (perfmodel.hardware.specs.ARCHITECTURE_PREDECESSORS) instead of the pooled median: a trait a
+    # new generation inherits from the design it builds on (CalibrationProfile.applying_key)
+    inherits: bool = False
 
     def __post_init__(self):
         for group, value in (("", self.default), *self.group_defaults):
             if not self.low <= value <= self.high:
                 raise ValueError(f"parameter {self.name}{f'[{group}]' if group else ''}: default {value} "
                                  f"outside [{self.low}, {self.high}]")
+        if self.inherits and self.per != "architecture":
+            raise ValueError(f"parameter {self.name}: only a per-architecture parameter inherits a predecessor's value")
         if self.fit_start is not None and not self.low <= self.fit_start <= self.high:
             raise ValueError(f"parameter {self.name}: fit_start {self.fit_start} outside [{self.low}, {self.high}]")
 
@@ -187,7 +193,7 @@ _TABLE = (
         source="Dao 2023, FlashAttention-2, abstract and Sec. 4.1: 50-73 % of the A100 theoretical "
                "peak (forward and backward), against about 0.87 for large cuBLAS GEMMs (stas00/ml-engineering "
                "MAMF table); 0.7 = 0.6 / 0.87 rounded",
-        per="architecture"),
+        per="architecture", inherits=True),
     Parameter(
         name="conv_efficiency", default=0.7, low=0.1, high=1.0, unit="fraction of a GEMM's rate",
         description="rate of an implicit-GEMM convolution relative to a cuBLAS GEMM of its shape "
@@ -195,7 +201,7 @@ _TABLE = (
         source="prior, not a measurement: the attention prior (0.7), since cuDNN implicit GEMM pays for "
                "im2col address math and small channel counts (NVIDIA Convolutional Layers User's Guide); "
                "fitted by calibrate on CNN training rows",
-        per="architecture"),
+        per="architecture", inherits=True),
     Parameter(
         name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
         description="fraction of the datasheet memory bandwidth a streaming kernel reaches",
@@ -210,7 +216,7 @@ _TABLE = (
         source="prior 1 (no derate); NVIDIA GPUs lower their SM clock to stay within TDP under sustained "
                "tensor-core load (nvidia-smi 'SW Power Cap' throttling; kernel.csv K0028: H100 fp16 GEMM "
                "668 TFLOP/s on long 10240^3 runs vs 760 at 4096^3); fitted per architecture on training rows",
-        per="architecture"),
+        per="architecture", inherits=True),
     Parameter(
         name="elementwise_fusion", default=0.0, low=0.0, high=0.9, unit="fraction of bytes",
         description="share of the memory traffic of element-wise ops (activations, dropout, residual adds, "

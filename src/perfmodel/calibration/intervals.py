@@ -321,8 +321,7 @@ def pinned(profile, kind: str, architecture, family=None) -> list[str]:
     keys = []
     for name in depends(kind, family):
         per_architecture = PARAMETERS.get(name) is None or PARAMETERS[name].per == "architecture"
-        key = f"{name}[{architecture}]" if per_architecture and architecture else None
-        key = key if key in profile.values else name
+        key = profile.applying_key(name, architecture if per_architecture else None)
         if at_bound(profile, key):
             keys.append(key)
     return keys
@@ -1184,8 +1183,14 @@ def confidence(model: dict, profile, kind: str, architecture: str | None, num_gp
     node = place["architectures"].get(architecture)
     extrapolates = []
     if node is None:
-        extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters pooled "
-                            f"from {', '.join(sorted(entry['architectures'])) or 'none'}")
+        pooled_from = f"pooled from {', '.join(sorted(entry['architectures'])) or 'none'}"
+        # the inheriting parameters are the training step's (clock, attention, convolution)
+        inherited = [profile.applying_key(name, architecture) for name, parameter in PARAMETERS.items()
+                     if architecture and kind == "train" and parameter.inherits]
+        inherited = [key for key in inherited if split_key(key)[1] not in (None, architecture)]
+        extrapolates.append(f"no {kind} rows on {architecture or 'this'} architecture: parameters " + (
+            f"{', '.join(inherited)} inherited from its nearest predecessor with rows, the others {pooled_from}"
+            if inherited else pooled_from))
     gpu_rows = place.get("gpus", {}).get(gpu, 0) if gpu is not None else None
     if gpu is not None and entry["tau"].get("gpu", 0.0) > 0 and gpu_rows < model.get("n0", N0):
         extrapolates.append(f"{gpu_rows or 'no'} {kind} rows on {gpu}: a GPU model the fit barely or never saw")

@@ -23,6 +23,24 @@ FABRICS = ("nvswitch", "nvlink_mesh", "nvlink_bridge", "pcie")
 PRICINGS = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 ARCHITECTURES = ("Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3")
 """GPU architectures the cost models and calibration profile know (parameters are per architecture)."""
+ARCHITECTURE_PREDECESSORS = {"Volta": "Pascal", "Turing": "Volta", "Ampere": "Volta", "Ada": "Ampere",
+                             "Hopper": "Ampere", "Blackwell": "Hopper"}
+"""The NVIDIA generation each architecture's whitepaper builds on and measures itself against:
+Volta (V100) on Pascal (P100), Turing's SM on Volta's, Ampere (A100) on Volta (V100), Ada on
+Ampere (GA10x), Hopper (H100) on Ampere (A100), Blackwell (B200) on Hopper (H100) (NVIDIA's Volta,
+Turing, Ampere GA100, Ada, Hopper H100 and Blackwell architecture whitepapers).  AMD's CDNA3 has
+none here.  A per-architecture parameter with no fitted value for an architecture takes the value
+of its nearest predecessor that has one (:func:`architecture_lineage`,
+:meth:`perfmodel.profile.CalibrationProfile.get`)."""
+
+
+def architecture_lineage(architecture: str) -> tuple[str, ...]:
+    """``architecture`` and its predecessors, nearest first: 'Blackwell' -> ('Blackwell', 'Hopper',
+    'Ampere', 'Volta', 'Pascal') (:data:`ARCHITECTURE_PREDECESSORS`)."""
+    lineage = [architecture]
+    while lineage[-1] in ARCHITECTURE_PREDECESSORS:
+        lineage.append(ARCHITECTURE_PREDECESSORS[lineage[-1]])
+    return tuple(lineage)
 
 
 def _architecture(value):
