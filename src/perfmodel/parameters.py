@@ -39,9 +39,10 @@ class Parameter:
     # the group that sets the unit of a relative parameter: never fitted, always its default (a scale
     # relative to it would otherwise trade freely with the values it multiplies)
     reference_group: str | None = None
-    # True: an architecture with no fitted value takes its nearest fitted predecessor generation's
-    # (perfmodel.hardware.specs.ARCHITECTURE_PREDECESSORS) instead of the pooled median: a trait a
-    # new generation inherits from the design it builds on (CalibrationProfile.applying_key)
+    # True: an architecture with no fitted value that no fitted architecture descends from takes its
+    # nearest fitted predecessor generation's (perfmodel.hardware.specs.ARCHITECTURE_PREDECESSORS)
+    # instead of the pooled median: a trait a new generation inherits from the design it builds on
+    # (CalibrationProfile.applying_key)
     inherits: bool = False
 
     def __post_init__(self):

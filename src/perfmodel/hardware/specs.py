@@ -29,9 +29,9 @@ ARCHITECTURE_PREDECESSORS = {"Volta": "Pascal", "Turing": "Volta", "Ampere": "Vo
 Volta (V100) on Pascal (P100), Turing's SM on Volta's, Ampere (A100) on Volta (V100), Ada on
 Ampere (GA10x), Hopper (H100) on Ampere (A100), Blackwell (B200) on Hopper (H100) (NVIDIA's Volta,
 Turing, Ampere GA100, Ada, Hopper H100 and Blackwell architecture whitepapers).  AMD's CDNA3 has
-none here.  A per-architecture parameter with no fitted value for an architecture takes the value
-of its nearest predecessor that has one (:func:`architecture_lineage`,
-:meth:`perfmodel.profile.CalibrationProfile.get`)."""
+none here.  A parameter that inherits (``Parameter.inherits``) and has no fitted value for an
+architecture that no fitted architecture descends from takes the value of its nearest predecessor
+that has one (:func:`architecture_lineage`, :meth:`perfmodel.profile.CalibrationProfile.applying_key`)."""
 
 
 def architecture_lineage(architecture: str) -> tuple[str, ...]:
