@@ -200,3 +200,12 @@ def test_an_nvlink_domain_must_hold_whole_nodes(tmp_path):
     with pytest.raises(CatalogError, match=r"extra.yaml: gpus\[0\] \(X200\): field 'reference_fabric'.*"
                                            r"nvlink_domain 70 is not a whole number of nodes of gpus_per_node 4"):
         load_catalog(path, include_env=False)
+
+
+def test_nodes_of_an_nvl72_part_count_compute_trays_and_the_assumption_says_so(catalog):
+    """hardware.nodes without num_gpus counts the reference system's 4-GPU trays; the cluster's nodes
+    are NVLink domains, so the placement line says how the given count was read."""
+    cluster = catalog.cluster(gpu="GB200", nodes=20)
+    assert (cluster.num_gpus, cluster.nodes, cluster.gpus_per_node) == (80, 2, 40)
+    assert "hardware.nodes = 20 read as 4-GPU nodes of the reference system" in cluster.assumed[0]
+    assert "read as" not in catalog.cluster(gpu="GB200", num_gpus=80).assumed[0]

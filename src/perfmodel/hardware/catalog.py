@@ -212,10 +212,14 @@ class Catalog:
             # the job's "node" is the share of an NVLink domain it holds: its collectives inside the
             # domain run over NVLink, between domains over the network
             per_node = nvlink_domain_share(total, reference.nvlink_domain, spec.name)
+            # hardware.nodes without num_gpus counts the reference system's nodes (compute trays): say so,
+            # as the cluster's nodes are now NVLink domains
+            trays = (f"hardware.nodes = {nodes} read as {reference.gpus_per_node}-GPU nodes of the reference "
+                     "system; " if num_gpus is None and nodes is not None else "")
             if total > reference.gpus_per_node:  # a job of one reference node is on its own NVLink anyway
-                assumed.append(f"gpus_per_node = {per_node}: the job's {total} GPUs in {total // per_node} NVLink "
-                               f"domain{'s' if total > per_node else ''} of {per_node} ({reference.system}: up to "
-                               f"{reference.nvlink_domain} GPUs on one NVLink fabric; placed in as few equal "
+                assumed.append(f"gpus_per_node = {per_node}: {trays}the job's {total} GPUs in {total // per_node} "
+                               f"NVLink domain{'s' if total > per_node else ''} of {per_node} ({reference.system}: "
+                               f"up to {reference.nvlink_domain} GPUs on one NVLink fabric; placed in as few equal "
                                f"domains as divide the job; give hardware.gpus_per_node for another placement)")
         board = per_node  # GPUs of the node the job runs on, before a smaller job is cut out of it
         if total < per_node:
