@@ -124,16 +124,20 @@ def test_deepspeed_gathers_again_for_the_recomputed_forward_fsdp_does_not(recomp
     assert gathers["deepspeed"] == pytest.approx(3.0 if recompute == "full" else 2.0, rel=1e-12)
 
 
-def test_a_unit_gather_is_the_all_gather_of_its_parameters_in_buckets():
+@pytest.mark.parametrize("framework, whole_unit", [("deepspeed", False), ("fsdp", True), ("nemo", True), (None, True)])
+def test_a_unit_gather_is_the_all_gather_of_its_parameters_in_buckets(framework, whole_unit):
+    # DeepSpeed collects at most stage3_prefetch_bucket_size (5e7) parameters per all-gather; PyTorch
+    # FSDP and Megatron-FSDP gather a whole unit in one collective (the default).
     profile = default_profile()
     workload, gpus = get_workload("gpt3-13b"), cluster(64)
-    result = chain(workload, gpus, profile, dp=64, micro_batch=1, global_batch=64, zero=3)
+    result = run_chain(workload, gpus, one_plan(dp=64, micro_batch=1, global_batch=64, zero=3), profile=profile,
+                       framework=framework, **SETTINGS)
     steps = result.steps
     unit_params = steps["compute"]["params_local"][0] / steps["compute"]["stage_layers"][0]
-    buckets = np.ceil(unit_params / profile.get("zero3_gather_bucket_params"))
+    buckets = np.ceil(unit_params / profile.get("zero3_gather_bucket_params", framework))
     links = comm.link_numbers(gpus, profile)  # 8 ranks of the group per node share its NICs
     expected = buckets * comm.collective_time("all_gather", unit_params / buckets * 2.0, 64, 8, **links)
-    assert buckets > 1
+    assert (buckets == 1) == whole_unit
     assert steps["dp_comm"]["t_zero3_gather"][0] == pytest.approx(float(expected), rel=1e-12)
 
 

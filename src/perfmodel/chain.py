@@ -421,7 +421,8 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     """Exposed seconds per step of ZeRO-3 / FSDP as it runs (Rajbhandari et al. 2020, Sec. 7.2.2;
     Zhao et al. 2023, PyTorch FSDP, Sec. 3.3): in every micro-batch each of the stage's ``n``
     units (layers; the embedding and output layer share them) all-gathers its parameters (in
-    collectives of at most ``zero3_gather_bucket_params``, DeepSpeed's prefetch bucket) before
+    collectives of at most ``zero3_gather_bucket_params``: the whole unit in one for PyTorch FSDP
+    and Megatron-FSDP, DeepSpeed's prefetch bucket for DeepSpeed) before
     its forward, again before its backward, and reduce-scatters its gradients after it: 3 x the
     parameter bytes per micro-batch where ZeRO-1 moves 2 x per step (Sec. 7: 3 Psi vs 2 Psi).
 
@@ -445,7 +446,7 @@ def zero3_exposed(inputs: ChainInputs, so_far: dict) -> dict:
     profile = inputs.profile
     units = np.maximum(so_far["stage_layers"], 1.0)
     unit_params = so_far["params_local"] / units
-    gathers = np.ceil(unit_params / profile.get("zero3_gather_bucket_params"))
+    gathers = np.ceil(unit_params / profile.get("zero3_gather_bucket_params", inputs.framework))
     gather_bytes = unit_params * activation_bytes_per_value(inputs.precision)
     t_ag = gathers * comm.collective_time("all_gather", gather_bytes / gathers, group, members_per_node, **links)
     scatter_bytes = unit_params * gradient_reduce_bytes(inputs)

@@ -464,12 +464,18 @@ _TABLE = (
               "PyTorch FSDP default backward_prefetch=BACKWARD_PRE prefetches the next unit "
               "(torch.distributed.fsdp.BackwardPrefetch docs); FSDP2 prefetches one unit in forward "
               "and backward by default; a framework setting, not fitted"),
-    Parameter("zero3_gather_bucket_params", 5e7, 1e6, 1e10, "parameters",
+    Parameter("zero3_gather_bucket_params", 1e10, 1e6, 1e10, "parameters",
               "most parameters one ZeRO-3 all-gather collects: a unit larger than this is gathered "
-              "in several collectives, each paying the group's ring latency",
-              "DeepSpeed ZeRO stage 3 default stage3_prefetch_bucket_size = 5e7 (deepspeed.ai/docs/"
-              "config-json, ZeRO optimizations); PyTorch FSDP gathers one whole unit (a larger "
-              "value); a framework setting, not fitted"),
+              "in several collectives, each paying the group's ring latency; the default (the upper "
+              "bound) gathers any unit in one collective",
+              "a framework setting, not fitted: PyTorch FSDP all-gathers each unit's FlatParameter in "
+              "one collective (Zhao et al. 2023, PyTorch FSDP, Sec. 3.2) and FSDP2 one collective per "
+              "fully_shard module (fsdp, composer, torchtitan); Megatron-FSDP all-gathers a unit module's "
+              "sub-modules collectively unless enable_fine_grained_param_gather is set (NVIDIA/Megatron-LM "
+              "megatron/core/distributed/fsdp/src/README.md @ 00611e6: nemo, megatron); DeepSpeed ZeRO "
+              "stage 3 collects at most stage3_prefetch_bucket_size = 5e7 (deepspeed.ai/docs/config-json, "
+              "ZeRO optimizations)",
+              per="framework", group_defaults=(("deepspeed", 5e7),)),
     Parameter("step_overhead", 0.01, 0.0, 2.0, "s",
               "per-step overhead of a framework's training loop (Python, kernel launches not modelled "
               "per op, loss and metric syncs, logging)",
