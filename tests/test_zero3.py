@@ -175,3 +175,25 @@ def test_zero3_with_pipeline_and_tensor_parallelism_is_a_valid_plan():
     out = evaluate(workload, cluster(256, gpu="H100-SXM5-80GB", inter="8 x ib-ndr"), plan,
                    profile=default_profile(), **SETTINGS)
     assert out["zero_gather_s"][0] > 0 and out["pp_bubble_s"][0] > 0
+
+
+@pytest.mark.parametrize("framework", [None, "fsdp", "deepspeed"])
+def test_an_unstated_framework_says_how_zero3_gathers_and_what_deepspeed_buckets_would_cost(framework):
+    # Whole-unit gathers are the default; only an estimate that does not state its framework says so,
+    # with the step under DeepSpeed's buckets, which pay more ring latencies and so are never faster.
+    from perfmodel import estimate
+    scenario = {"workload": {"model": "llama2-70b"},
+                "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 256, "gpus_per_node": 8, "intra": "nvlink4",
+                             "inter": "8 x ib-ndr"},
+                "plan": {"zero": 3, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 512, "precision": "bf16",
+                         "recompute": "full"}}
+    if framework is not None:
+        scenario["framework"] = framework
+    lines = [line for line in estimate(scenario).assumptions.get("assumed", []) if "ZeRO-3 assumed" in line]
+    if framework is not None:
+        assert lines == []
+        return
+    (line,) = lines
+    assert "set framework to say which" in line
+    change = float(line.split("the step takes ")[1].split("%")[0])
+    assert change >= 0.0

@@ -22,6 +22,7 @@ from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import hardware_summary, resolve, run_totals
 from perfmodel.models.compute import host_dispatch_seconds, host_scale_is_prior
+from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
@@ -128,12 +129,24 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     if attention != 0:
         base["assumptions"].setdefault("assumed", []).append(
             flash_assumption(framework, choice.plan["flash_attention"], math.exp(attention)))
+    if framework is None and int(choice.plan["zero"]) == 3 and int(choice.plan["dp"]) * int(choice.plan["cp"]) > 1:
+        bucketed = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
+                            flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
+                            profile=profile.with_values(zero3_gather_bucket_params=DEEPSPEED_GATHER_BUCKET),
+                            data=scenario.data, cuda_graphs=choice.plan["cuda_graphs"])
+        base["assumptions"].setdefault("assumed", []).append(
+            zero3_gather_assumption(float(bucketed["step_time_s"][0] / result["step_time_s"][0])))
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and not choice.plan["cuda_graphs"]:
         line = host_assumption(profile, framework, cluster.gpu.architecture, host_bound)
         if line:
             base["assumptions"].setdefault("assumed", []).append(line)
     return from_arrays(result, 0, workload, cluster, scenario.run, profile, base, attention)
+
+
+# the all-gather bucket of DeepSpeed ZeRO-3 (stage3_prefetch_bucket_size), against which an unstated
+# framework's whole-unit gathers are compared
+DEEPSPEED_GATHER_BUCKET = PARAMETERS["zero3_gather_bucket_params"].default_for("deepspeed")
 
 
 def flash_assumption(framework: str | None, fused: bool, other_over_assumed: float) -> str:
@@ -160,6 +173,15 @@ def zero_assumption(framework: str, stage: int) -> str:
     what = "no sharding: every data-parallel rank keeps the whole optimizer state" if stage == 0 else \
         "parameters, gradients and optimizer state sharded over the data-parallel ranks"
     return f"framework {framework!r}: ZeRO stage {stage} assumed, its default ({what}) -- set plan.zero to say which"
+
+
+def zero3_gather_assumption(bucketed_over_assumed: float) -> str:
+    """The assumed-input line of a ZeRO-3 plan whose framework is not stated: each unit's parameters
+    are all-gathered in one collective (PyTorch FSDP, Megatron-FSDP: ``zero3_gather_bucket_params``'s
+    default), with how much the step changes under DeepSpeed's 5e7-parameter buckets."""
+    return (f"framework not stated: ZeRO-3 assumed to all-gather each layer's parameters in one collective "
+            f"(PyTorch FSDP, Megatron-FSDP); in DeepSpeed's buckets of {DEEPSPEED_GATHER_BUCKET:,.0f} parameters the "
+            f"step takes {bucketed_over_assumed - 1:+.0%} -- set framework to say which")
 
 
 def framework_assumption(framework: str | None) -> str:
