@@ -91,9 +91,13 @@ def test_table_lists_every_parameter_with_value_bounds_error_and_source():
         assert row.fitted == (key in profile.values)
         assert (key in profile.uncertainty) == (not math.isnan(row.standard_error))
         assert row.source
-    # one row per fitted group as well as the ungrouped row
+    # one row per fitted group and per group with a sourced default, as well as the ungrouped row
     grouped = {key for key in profile.values if "[" in key}
+    grouped |= {f"{name}[{group}]" for name, parameter in parameters.PARAMETERS.items()
+                for group, _ in parameter.group_defaults}
     assert len(table) == len(parameters.PARAMETERS) + len(grouped)
+    bucket = table[table["name"] == "zero3_gather_bucket_params"].set_index("group", drop=False)
+    assert bucket.loc["deepspeed", "value"] == 5e7 and not bucket.loc["deepspeed", "fitted"]
 
 
 def test_a_fresh_profile_knows_every_parameter_by_its_default():

@@ -122,16 +122,18 @@ class CalibrationProfile(BaseModel):
         return self.values[key] if key in self.values else PARAMETERS[name].default_for(group)
 
     def table(self):
-        """Every parameter as a pandas DataFrame, one row per name and per fitted group: ``name``,
+        """Every parameter as a pandas DataFrame, one row per name, per group with a sourced default of
+        its own (DeepSpeed's ZeRO-3 gather bucket) and per fitted group: ``name``,
         ``group``, ``value`` (the profile's, else the default), ``fitted`` (whether the profile sets
         it), ``default``, ``low``, ``high``, ``unit``, ``per``, ``standard_error`` (log space, NaN
         when not fitted), ``description`` and ``source``."""
         import pandas as pd
 
-        groups: dict[str, list[str | None]] = {name: [None] for name in PARAMETERS}
+        groups: dict[str, list[str | None]] = {
+            name: [None, *(group for group, _ in parameter.group_defaults)] for name, parameter in PARAMETERS.items()}
         for key in self.values:
             name, group = split_key(key)
-            if group is not None:
+            if group is not None and group not in groups[name]:
                 groups[name].append(group)
         rows = []
         for name, parameter in PARAMETERS.items():
