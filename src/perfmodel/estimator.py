@@ -121,19 +121,19 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         base["assumptions"]["assumed"] = assumed
     if not choice.valid:
         return Estimate(feasible=False, reasons=choice.reasons, **base)
-    result = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
-                      flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
-                      profile=profile, data=scenario.data, memory_reasons=True,
-                      cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+    def chosen_plan_under(with_profile: CalibrationProfile, memory_reasons: bool = False) -> dict:
+        return evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
+                        flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
+                        profile=with_profile, data=scenario.data, memory_reasons=memory_reasons,
+                        cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+
+    result = chosen_plan_under(profile, memory_reasons=True)
     attention = choice.result.get(ATTENTION_COLUMN, 0.0)  # != 0 only where the attention kernel was assumed and matters
     if attention != 0:
         base["assumptions"].setdefault("assumed", []).append(
             flash_assumption(framework, choice.plan["flash_attention"], math.exp(attention)))
     if framework is None and int(choice.plan["zero"]) == 3 and int(choice.plan["dp"]) * int(choice.plan["cp"]) > 1:
-        bucketed = evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
-                            flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
-                            profile=profile.with_values(zero3_gather_bucket_params=DEEPSPEED_GATHER_BUCKET),
-                            data=scenario.data, cuda_graphs=choice.plan["cuda_graphs"])
+        bucketed = chosen_plan_under(profile.with_values(zero3_gather_bucket_params=DEEPSPEED_GATHER_BUCKET_PARAMS))
         base["assumptions"].setdefault("assumed", []).append(
             zero3_gather_assumption(float(bucketed["step_time_s"][0] / result["step_time_s"][0])))
     host_bound = float(result["launch_bound_share"][0])
@@ -146,7 +146,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
 
 # the all-gather bucket of DeepSpeed ZeRO-3 (stage3_prefetch_bucket_size), against which an unstated
 # framework's whole-unit gathers are compared
-DEEPSPEED_GATHER_BUCKET = PARAMETERS["zero3_gather_bucket_params"].default_for("deepspeed")
+DEEPSPEED_GATHER_BUCKET_PARAMS = PARAMETERS["zero3_gather_bucket_params"].default_for("deepspeed")
 
 
 def flash_assumption(framework: str | None, fused: bool, other_over_assumed: float) -> str:
@@ -180,8 +180,8 @@ def zero3_gather_assumption(bucketed_over_assumed: float) -> str:
     are all-gathered in one collective (PyTorch FSDP, Megatron-FSDP: ``zero3_gather_bucket_params``'s
     default), with how much the step changes under DeepSpeed's 5e7-parameter buckets."""
     return (f"framework not stated: ZeRO-3 assumed to all-gather each layer's parameters in one collective "
-            f"(PyTorch FSDP, Megatron-FSDP); in DeepSpeed's buckets of {DEEPSPEED_GATHER_BUCKET:,.0f} parameters the "
-            f"step takes {bucketed_over_assumed - 1:+.0%} -- set framework to say which")
+            f"(PyTorch FSDP, Megatron-FSDP); in DeepSpeed's buckets of {DEEPSPEED_GATHER_BUCKET_PARAMS:,.0f} "
+            f"parameters the step takes {bucketed_over_assumed - 1:+.0%} -- set framework to say which")
 
 
 def framework_assumption(framework: str | None) -> str:
