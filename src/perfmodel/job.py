@@ -1,5 +1,6 @@
-"""A scenario's inputs looked up: the workload from the zoo, the cluster from the catalog, the
-number of samples a run trains on, and a one-line summary of the hardware.
+"""A scenario's inputs looked up: the workload from the zoo (with the data pipeline of the
+framework's recipe where the scenario leaves it open), the cluster from the catalog, the number of
+samples a run trains on, and a one-line summary of the hardware.
 
 What ``estimate``, ``search``, ``scaling``, ``rank`` and the calibration predictors share before
 any cost model runs.
@@ -12,9 +13,37 @@ from typing import Any
 from perfmodel.cost import gpu_hours
 from perfmodel.hardware.catalog import Catalog, load_catalog, require_network
 from perfmodel.scenario import Scenario, load_scenario
+from perfmodel.vocabulary import FRAMEWORK_BINNED_TOKENS
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["resolve", "run_samples", "run_totals", "hardware_summary"]
+__all__ = ["resolve", "scenario_workload", "framework_tokens", "binned_tokens_assumption", "run_samples", "run_totals",
+           "hardware_summary"]
+
+
+def framework_tokens(spec, workload, framework: str | None) -> int | None:
+    """The tokens a sample holds on average (``mean_seq_len``) in ``framework``'s BERT recipe at the
+    workload's sequence length (:data:`~perfmodel.vocabulary.FRAMEWORK_BINNED_TOKENS`), when the
+    spec does not say; None when the spec says, or the framework pads every sample."""
+    shape = getattr(workload, "shape", None)
+    if spec.mean_seq_len is not None or shape is None or shape.arch != "bert":
+        return None
+    return FRAMEWORK_BINNED_TOKENS.get(framework, {}).get(shape.seq_len)
+
+
+def scenario_workload(scenario: Scenario):
+    """The scenario's workload, holding the framework recipe's sample length where the scenario
+    gives none (:func:`framework_tokens`)."""
+    workload = workload_from_spec(scenario.workload)
+    tokens = framework_tokens(scenario.workload, workload, scenario.framework)
+    if tokens is None:
+        return workload
+    return workload_from_spec(scenario.workload.model_copy(update={"mean_seq_len": tokens}))
+
+
+def binned_tokens_assumption(framework: str, seq_len: int, tokens: int) -> str:
+    """The assumed-input line of a sample length taken from the framework's data pipeline."""
+    return (f"framework {framework!r}: samples of {tokens} tokens on average at seq_len {seq_len}, its BERT "
+            "recipe's binned data loader (LDDL) -- set workload.mean_seq_len to say otherwise")
 
 
 def run_samples(run, workload) -> float | None:
@@ -44,11 +73,12 @@ def run_totals(run, workload, samples_per_s: float, num_gpus: int) -> dict[str, 
 
 
 def resolve(scenario: Scenario | str | dict, catalog: Catalog | None = None):
-    """(scenario, workload, cluster) with names looked up in the zoo and the catalog."""
+    """(scenario, workload, cluster) with names looked up in the zoo and the catalog; the workload
+    holds the framework recipe's sample length where the scenario gives none (:func:`framework_tokens`)."""
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     catalog = catalog or load_catalog()
-    workload = workload_from_spec(scenario.workload)
+    workload = scenario_workload(scenario)
     cluster = catalog.cluster(**scenario.hardware.model_dump())
     require_network(cluster)
     return scenario, workload, cluster

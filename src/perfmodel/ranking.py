@@ -47,7 +47,7 @@ import numpy as np
 from perfmodel import cost as costs
 from perfmodel.calibration.intervals import ATTENTION_COLUMN, SHARE_COLUMNS, time_bounds
 from perfmodel.choice import choose_plan
-from perfmodel.job import run_samples
+from perfmodel.job import run_samples, scenario_workload
 from perfmodel.plan_search import default_jobs
 from perfmodel.hardware.catalog import Catalog, load_catalog
 from perfmodel.hardware.specs import PRICINGS, Instance
@@ -55,7 +55,6 @@ from perfmodel.models import power, preemption
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import HardwareSpec, Scenario, load_scenario
 from perfmodel.units import format_duration, format_money, parse_duration, parse_money
-from perfmodel.workloads import workload_from_spec
 
 __all__ = ["rank", "pareto_front", "OBJECTIVES", "plan_label", "answers", "closest", "available_pricings"]
 
@@ -355,7 +354,7 @@ def rank(scenario: Scenario | str | dict, catalog: Catalog | None = None,
     budget = _limit(budget, parse_money, "budget")
     if interruptions_per_hour is not None and not (np.isfinite(interruptions_per_hour) and interruptions_per_hour >= 0):
         raise ValueError(f"interruptions_per_hour = {interruptions_per_hour!r}; allowed: a finite number >= 0")
-    workload = workload_from_spec(scenario.workload)  # a malformed workload raises here, once
+    workload = scenario_workload(scenario)  # a malformed workload raises here, once
     samples = run_samples(scenario.run, workload)
     if samples is None and (deadline is not None or budget is not None):
         raise ValueError("deadline and budget need the scenario's run section (train_tokens, "

@@ -13,8 +13,8 @@ __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_B
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
-           "HALF_PRECISION_GRADIENT_REDUCE",
-           "framework_from_text"]
+           "HALF_PRECISION_GRADIENT_REDUCE", "FRAMEWORK_BINNED_TOKENS", "framework_from_text",
+           "harness_model"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
@@ -143,6 +143,46 @@ FRAMEWORK_SEQUENCE_PARALLEL = {"megatron": False, **_lacked("sequence_parallel")
 # the plan choice.  The estimate lists the default as an assumption.
 FRAMEWORK_ZERO = {"megatron": 0, **_lacked("zero"), "dle-pytorch": 0, "dle-tensorflow": 0, "dle-mxnet": 0,
                   "dle-paddle": 0, "tensorflow": 0, "pytorch": 0, "fsdp": 3, "torchtitan": 3}
+
+# Tokens a sample holds on average in a framework's BERT pre-training recipe, when a scenario or
+# measurement row gives no ``mean_seq_len``: {framework: {seq_len: tokens}}.  NVIDIA
+# DeepLearningExamples' PyTorch and PaddlePaddle BERT recipes load their data with NVIDIA's LDDL,
+# which pads a mini-batch only to its longest sequence (NVIDIA/LDDL README @ 0ca9036d), and bin
+# phase 2 (seq_len 512) at a bin size of 64 (PyTorch scripts/configs/pretrain_config.sh @ a9e2c1d5:
+# "All configs using bin size=64 with phase2 by default"; PaddlePaddle's README changelog: "Binned
+# pretraining for phase2 with LDDL using a bin size of 64").  279 tokens: Wikipedia's phase-2
+# length histogram (graphcore/tutorials blogs_code/packedBERT/histograms.py @ e9dbe482; Krell et al.
+# 2021, arXiv:2107.02027) has a mean of 255.8 tokens, 279.2 with each sample rounded up to its
+# 64-token bin's upper edge -- ASSUMPTION: a mini-batch of one bin reaches the bin's edge.  Phase 1
+# (seq_len 128) is not binned and Wikipedia fills it; SQuAD fine-tuning (384) pads every sample.
+# TensorFlow's recipes read padded TFRecords.  The estimate lists the default as an assumption.
+FRAMEWORK_BINNED_TOKENS = {"dle-pytorch": {512: 279}, "dle-paddle": {512: 279}}
+
+# The model a benchmark harness's launch scripts build where a measurement row names the recipe's
+# model: (pattern of the row's software text, {zoo model: the model as built}, why).
+#   lambdal/deeplearning-benchmark (its rows: "DLE-based Lambda scripts", "Lambda 'v2' suite") runs
+#   DeepLearningExamples' Transformer-XL train.py with model flags only -- no --config_file and no
+#   --adaptive (pytorch/scripts/config_v1/config_pytorch_*.sh, config_v2/config_pytorch_80GB.sh @
+#   bec5f14c) -- so train.py's defaults apply: one softmax over all 267,735 words tied to a
+#   full-width embedding (its stored log pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16
+#   prints adaptive=False, #params = 191948759), the zoo's transformer-xl-*-full-softmax, not the
+#   adaptive-softmax models DeepLearningExamples' own README tables ran (wt103_{base,large}.yaml).
+_LAMBDA_TXL = "Lambda's deeplearning-benchmark scripts run Transformer-XL's train.py without --adaptive"
+HARNESS_MODELS = ((re.compile(r"\blambda\b", re.IGNORECASE),
+                   {"transformer-xl-base": "transformer-xl-base-full-softmax",
+                    "transformer-xl-large": "transformer-xl-large-full-softmax"}, _LAMBDA_TXL),)
+
+
+def harness_model(model: str, software: str | None) -> tuple[str, str] | None:
+    """(model as built, why) when ``software`` names a harness of :data:`HARNESS_MODELS` that builds
+    ``model`` differently from the zoo's recipe; None otherwise."""
+    if not isinstance(software, str):
+        return None
+    for pattern, built, why in HARNESS_MODELS:
+        if pattern.search(software) and model in built:
+            return built[model], why
+    return None
+
 
 # Frameworks that place pipeline stages by compute cost instead of splitting the layers evenly and
 # putting the output layer on the last stage: nanotron's build_model (huggingface/nanotron

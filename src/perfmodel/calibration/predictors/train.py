@@ -19,10 +19,10 @@ import pandas as pd
 
 from perfmodel.calibration.intervals import TERM_COLUMNS
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.row_workload import present, workload_of_spec, workload_spec
+from perfmodel.calibration.row_workload import present, row_model, workload_of_spec, workload_spec
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
-from perfmodel.job import run_totals
+from perfmodel.job import binned_tokens_assumption, framework_tokens, run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
 
@@ -120,6 +120,14 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             workload = workload_of_spec(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
+            built = row_model(row)[1]
+            if built:
+                assumed.append(built)
+            tokens = framework_tokens(scenario.workload, workload, scenario.framework)
+            if tokens is not None:
+                assumed.append(binned_tokens_assumption(scenario.framework, workload.shape.seq_len, tokens))
+                workload = workload_of_spec(scenario.workload.model_copy(update={"mean_seq_len": tokens})
+                                            .model_dump_json())
             if scenario.framework not in pooled:
                 pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
             if pooled[scenario.framework]:
