@@ -1,7 +1,8 @@
 """What the named software runs where a scenario or measurement row leaves it open: the sample
 length of a framework's binned BERT data loader (``FRAMEWORK_BINNED_TOKENS``) and the model a
-benchmark harness's scripts build (``HARNESS_MODELS``).  Each is applied the same way to an
-estimate and to a measurement row, and listed among the assumed inputs."""
+benchmark harness's scripts build and the link its collectives take (``HARNESSES``).  Each is
+applied the same way wherever it applies (estimates and measurement rows, or rows), and listed
+among the assumed inputs."""
 
 import pandas as pd
 import pytest
@@ -43,6 +44,41 @@ def test_lambdas_scripts_build_transformer_xl_with_one_softmax_over_the_vocabula
 @pytest.mark.parametrize("text", ["PyTorch (NGC 20.06)", "dle-pytorch", None, "a collapsible lambdas table"])
 def test_other_software_keeps_the_named_model(text):
     assert harness_model("transformer-xl-base", text) is None
+
+
+def lambda_bert_rows(tmp_path, rows):
+    common = {"kind": "train", "model": "bert-large", "seq_len": 384, "precision": "fp16", "micro_batch": 32,
+              "metric": "samples_per_s", "value": 1000, "source": "lambdal/deeplearning-benchmark"}
+    path = tmp_path / "bert.csv"
+    pd.DataFrame([{**common, **row} for row in rows]).to_csv(path, index=False)
+    return load_measurements(path)
+
+
+def test_lambdas_multi_gpu_rows_run_their_collectives_over_pcie_and_say_so(tmp_path, catalog):
+    node = {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "global_batch": 256}
+    scored = validate(lambda_bert_rows(tmp_path, [
+        {"id": "nvlink", "intra": "nvlink3", "framework": LAMBDA_TEXTS[0], **node},
+        {"id": "pcie", "intra": "pcie4", "framework": LAMBDA_TEXTS[0], **node},
+        {"id": "dle", "intra": "nvlink3", "framework": "PyTorch (NGC 21.11)", **node},
+        {"id": "one", "gpu": "A100-SXM4-80GB", "num_gpus": 1, "global_batch": 32, "framework": LAMBDA_TEXTS[1]},
+    ]), catalog).set_index("id")
+    assert scored.at["nvlink", "predicted"] == pytest.approx(scored.at["pcie", "predicted"], rel=1e-12)
+    assert "NCCL_P2P_DISABLE" in scored.at["nvlink", "assumed"] and "pcie4" in scored.at["nvlink", "assumed"]
+    # a row that already says pcie4 assumes nothing; another stack's NVLink node keeps NVLink, which is faster
+    for quiet in ("pcie", "dle", "one"):
+        assert "NCCL_P2P_DISABLE" not in (scored.at[quiet, "assumed"] or "")
+    assert scored.at["dle", "predicted"] > scored.at["pcie", "predicted"]
+
+
+def test_a_gpu_without_a_known_pcie_generation_keeps_the_stated_link(tmp_path, catalog):
+    unknown = [name for name, gpu in catalog.gpus.items() if gpu.pcie_generation is None and gpu.nvlink_generation]
+    if not unknown:
+        pytest.skip("every catalog GPU with NVLink states its PCIe generation")
+    gpu = catalog.gpu(unknown[0])
+    node = {"gpu": unknown[0], "num_gpus": 8, "gpus_per_node": 8, "intra": f"nvlink{gpu.nvlink_generation}",
+            "global_batch": 256}
+    scored = validate(lambda_bert_rows(tmp_path, [{"id": "b200", "framework": LAMBDA_TEXTS[1], **node}]), catalog)
+    assert "NCCL_P2P_DISABLE" not in (scored["assumed"].iloc[0] or "")
 
 
 def test_a_lambda_row_is_scored_as_the_model_its_scripts_build_and_says_so(tmp_path, catalog):

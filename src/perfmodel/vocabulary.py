@@ -8,13 +8,14 @@ so a new precision or strategy is added here and nowhere else.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
            "HALF_PRECISION_GRADIENT_REDUCE", "FRAMEWORK_BINNED_TOKENS", "framework_from_text",
-           "harness_model"]
+           "HARNESSES", "Harness", "harness_of", "harness_model"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # 16-bit (or fp8) compute with fp32 master weights and optimizer state (mixed precision), and
@@ -158,30 +159,51 @@ FRAMEWORK_ZERO = {"megatron": 0, **_lacked("zero"), "dle-pytorch": 0, "dle-tenso
 # TensorFlow's recipes read padded TFRecords.  The estimate lists the default as an assumption.
 FRAMEWORK_BINNED_TOKENS = {"dle-pytorch": {512: 279}, "dle-paddle": {512: 279}}
 
-# The model a benchmark harness's launch scripts build where a measurement row names the recipe's
-# model: (pattern of the row's software text, {zoo model: the model as built}, why).
-#   lambdal/deeplearning-benchmark (its rows: "DLE-based Lambda scripts", "Lambda 'v2' suite") runs
-#   DeepLearningExamples' Transformer-XL train.py with model flags only -- no --config_file and no
-#   --adaptive (pytorch/scripts/config_v1/config_pytorch_*.sh, config_v2/config_pytorch_80GB.sh @
-#   bec5f14c) -- so train.py's defaults apply: one softmax over all 267,735 words tied to a
-#   full-width embedding (its stored log pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16
-#   prints adaptive=False, #params = 191948759), the zoo's transformer-xl-*-full-softmax, not the
-#   adaptive-softmax models DeepLearningExamples' own README tables ran (wt103_{base,large}.yaml).
-_LAMBDA_TXL = "Lambda's deeplearning-benchmark scripts run Transformer-XL's train.py without --adaptive"
-HARNESS_MODELS = ((re.compile(r"\blambda\b", re.IGNORECASE),
-                   {"transformer-xl-base": "transformer-xl-base-full-softmax",
-                    "transformer-xl-large": "transformer-xl-large-full-softmax"}, _LAMBDA_TXL),)
+# Benchmark harnesses whose launch scripts fix what a measurement row's ``model`` and ``intra``
+# columns do not show, recognised by the row's software text (a :class:`Harness` each).
+#   lambdal/deeplearning-benchmark (its rows: "DLE-based Lambda scripts", "Lambda 'v2' suite"):
+#   - runs DeepLearningExamples' Transformer-XL train.py with model flags only -- no --config_file
+#     and no --adaptive (pytorch/scripts/config_v1/config_pytorch_*.sh, config_v2/config_pytorch_80GB.sh
+#     @ bec5f14c) -- so train.py's defaults apply: one softmax over all 267,735 words tied to a
+#     full-width embedding (its stored log pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16
+#     prints adaptive=False, #params = 191948759), the zoo's transformer-xl-*-full-softmax, not the
+#     adaptive-softmax models DeepLearningExamples' own README tables ran (wt103_{base,large}.yaml);
+#   - exports NCCL_P2P_DISABLE=1 before every multi-GPU launch (pytorch/scripts/benchmark_pytorch.sh
+#     @ 0a684b62; another stored version, @ f83874d8, does not, and which one ran the published
+#     tables is not recorded), so NCCL moves data through host memory over each GPU's PCIe link
+#     instead of NVLink: the reading the shipped rows state and the shipped profile was fitted
+#     under (data/measurements/README.md).
+
+
+class Harness(NamedTuple):
+    pattern: re.Pattern        # matches the software text of the harness's rows
+    models: dict[str, str]     # zoo model a row names -> the model the scripts build
+    models_why: str
+    peer_to_peer: bool         # False: intra-node collectives over the GPU's PCIe link (NCCL_P2P_DISABLE)
+    peer_to_peer_why: str
+
+
+HARNESSES = (Harness(re.compile(r"\blambda\b", re.IGNORECASE),
+                     {"transformer-xl-base": "transformer-xl-base-full-softmax",
+                      "transformer-xl-large": "transformer-xl-large-full-softmax"},
+                     "Lambda's deeplearning-benchmark scripts run Transformer-XL's train.py without --adaptive",
+                     False, "Lambda's deeplearning-benchmark scripts export NCCL_P2P_DISABLE=1"),)
+
+
+def harness_of(software: str | None) -> Harness | None:
+    """The :data:`HARNESSES` entry whose pattern ``software`` matches, else None."""
+    if not isinstance(software, str):
+        return None
+    return next((harness for harness in HARNESSES if harness.pattern.search(software)), None)
 
 
 def harness_model(model: str, software: str | None) -> tuple[str, str] | None:
-    """(model as built, why) when ``software`` names a harness of :data:`HARNESS_MODELS` that builds
-    ``model`` differently from the zoo's recipe; None otherwise."""
-    if not isinstance(software, str):
+    """(model as built, why) when ``software`` names a harness that builds ``model`` differently
+    from the zoo's recipe; None otherwise."""
+    harness = harness_of(software)
+    if harness is None or model not in harness.models:
         return None
-    for pattern, built, why in HARNESS_MODELS:
-        if pattern.search(software) and model in built:
-            return built[model], why
-    return None
+    return harness.models[model], harness.models_why
 
 
 # Frameworks that place pipeline stages by compute cost instead of splitting the layers evenly and

@@ -25,6 +25,7 @@ from perfmodel.estimator import framework_assumption
 from perfmodel.job import binned_tokens_assumption, framework_tokens, run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
+from perfmodel.vocabulary import harness_of
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
 # plan fields beyond the measurement format's that a row may carry as extra columns
@@ -90,6 +91,23 @@ def scenario_of(row) -> Scenario:
                     framework=framework, run=RunSpec(**run) if run else None)
 
 
+def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, str | None]:
+    """The scenario with its intra-node link as the row's harness runs it, and the assumed-input
+    line (None when unchanged): a harness that disables NCCL's peer-to-peer transport
+    (:data:`perfmodel.vocabulary.HARNESSES`) moves a multi-GPU node's collectives over each GPU's
+    PCIe link, whatever NVLink the node has."""
+    harness = harness_of(row.get("software") if present(row.get("software")) else None)
+    if harness is None or harness.peer_to_peer or (scenario.hardware.num_gpus or 1) < 2:
+        return scenario, None
+    generation = catalog.gpu(scenario.hardware.gpu).pcie_generation
+    link = f"pcie{generation}"
+    if generation is None or scenario.hardware.intra == link:
+        return scenario, None
+    hardware = scenario.hardware.model_copy(update={"intra": link})
+    return (scenario.model_copy(update={"hardware": hardware}),
+            f"intra = {link}: {harness.peer_to_peer_why} (collectives through host memory over the GPU's PCIe link)")
+
+
 def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
     """The row's metric from the chosen plan's :func:`perfmodel.chain.evaluate` values (or a reason)."""
     if metric == "step_time_s":
@@ -116,13 +134,11 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
         try:
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
-            scenario = scenario_of(row)
+            scenario, linked = harness_link(row, scenario_of(row), catalog)
             workload = workload_of_spec(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
-            built = row_model(row)[1]
-            if built:
-                assumed.append(built)
+            assumed += [line for line in (row_model(row)[1], linked) if line]
             tokens = framework_tokens(scenario.workload, workload, scenario.framework)
             if tokens is not None:
                 assumed.append(binned_tokens_assumption(scenario.framework, workload.shape.seq_len, tokens))
