@@ -135,3 +135,18 @@ def test_a_framework_default_is_shorter_than_the_sequence_and_only_where_documen
     # a stated length always wins
     stated = WorkloadSpec(model=model, seq_len=seq_len, mean_seq_len=seq_len)
     assert framework_tokens(stated, workload_from_spec(stated), framework) is None
+
+
+def test_calibration_groups_and_interval_context_see_the_link_the_predictor_times(tmp_path, catalog):
+    """A Lambda 8-GPU row stated on NVLink is timed over PCIe, so calibrate's link-kind groups and the
+    interval model's fabric take PCIe too: a parameter of a link the row never used is not fitted to it."""
+    from perfmodel.calibration.fit import row_groups
+    from perfmodel.calibration.intervals import row_context
+
+    node = {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink3", "global_batch": 256}
+    lambda_rows = lambda_bert_rows(tmp_path, [{"id": "nvlink", "framework": LAMBDA_TEXTS[0], **node}])
+    assert row_groups(lambda_rows, catalog)["link_kind"] == {"pcie"}
+    assert row_context(lambda_rows, catalog)["fabric"].iloc[0] == "pcie4"
+    dle_rows = lambda_bert_rows(tmp_path, [{"id": "dle", "framework": "PyTorch (NGC 21.11)", **node}])
+    assert row_groups(dle_rows, catalog)["link_kind"] == {"nvlink"}
+    assert row_context(dle_rows, catalog)["fabric"].iloc[0] == "nvlink3"

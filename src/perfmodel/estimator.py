@@ -20,7 +20,7 @@ from perfmodel.calibration.intervals import ATTENTION_COLUMN, SHARE_COLUMNS, con
 from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
-from perfmodel.job import binned_tokens_assumption, hardware_summary, resolve, run_totals
+from perfmodel.job import framework_spec, hardware_summary, resolve, run_totals
 from perfmodel.models.compute import host_dispatch_seconds, host_scale_is_prior
 from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
@@ -117,8 +117,9 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         assumed.append(sequence_parallel_assumption(framework, bool(choice.plan["sequence_parallel"])))
     if zero_assumed(scenario.plan, framework, choice.plan["dp"]):
         assumed.append(zero_assumption(framework, int(choice.plan["zero"])))
-    if scenario.workload.mean_seq_len is None and workload.tokens_per_sample != getattr(workload.shape, "seq_len", None):
-        assumed.append(binned_tokens_assumption(framework, workload.shape.seq_len, workload.tokens_per_sample))
+    binned = framework_spec(scenario.workload, workload, framework)[1]
+    if binned:
+        assumed.append(binned)
     if assumed:
         base["assumptions"]["assumed"] = assumed
     if not choice.valid:

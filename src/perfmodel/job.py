@@ -16,7 +16,7 @@ from perfmodel.scenario import Scenario, load_scenario
 from perfmodel.vocabulary import FRAMEWORK_BINNED_TOKENS
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["resolve", "scenario_workload", "framework_tokens", "binned_tokens_assumption", "run_samples", "run_totals",
+__all__ = ["resolve", "scenario_workload", "framework_spec", "framework_tokens", "binned_tokens_assumption", "run_samples", "run_totals",
            "hardware_summary"]
 
 
@@ -30,14 +30,23 @@ def framework_tokens(spec, workload, framework: str | None) -> int | None:
     return FRAMEWORK_BINNED_TOKENS.get(framework, {}).get(shape.seq_len)
 
 
+def framework_spec(spec, workload, framework: str | None):
+    """(``spec`` with the framework recipe's sample length filled in where it gives none, the
+    assumed-input line saying so or None when ``spec`` is returned unchanged); ``workload`` is
+    ``spec``'s workload (:func:`framework_tokens`)."""
+    tokens = framework_tokens(spec, workload, framework)
+    if tokens is None:
+        return spec, None
+    return (spec.model_copy(update={"mean_seq_len": tokens}),
+            binned_tokens_assumption(framework, workload.shape.seq_len, tokens))
+
+
 def scenario_workload(scenario: Scenario):
     """The scenario's workload, holding the framework recipe's sample length where the scenario
-    gives none (:func:`framework_tokens`)."""
+    gives none (:func:`framework_spec`)."""
     workload = workload_from_spec(scenario.workload)
-    tokens = framework_tokens(scenario.workload, workload, scenario.framework)
-    if tokens is None:
-        return workload
-    return workload_from_spec(scenario.workload.model_copy(update={"mean_seq_len": tokens}))
+    spec, assumed = framework_spec(scenario.workload, workload, scenario.framework)
+    return workload if assumed is None else workload_from_spec(spec)
 
 
 def binned_tokens_assumption(framework: str, seq_len: int, tokens: int) -> str:

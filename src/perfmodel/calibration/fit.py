@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from perfmodel.calibration.intervals import SOURCE_GROUPED_KINDS, architectures
+from perfmodel.calibration.row_workload import row_intra
 from perfmodel.calibration.validate import predict
 from perfmodel.hardware.catalog import load_catalog
 from perfmodel.parameters import PARAMETERS
@@ -103,7 +104,7 @@ def row_groups(rows, catalog) -> dict[str, set[str]]:
                                    "framework": {str(name) for name in rows.get("framework", ()) if _present(name)}}
     seen = set()
     for _, row in rows.iterrows():
-        key = tuple(str(row.get(c)) for c in ("gpu", "num_gpus", "gpus_per_node", "intra", "inter"))
+        key = tuple(str(row.get(c)) for c in ("gpu", "num_gpus", "gpus_per_node", "intra", "inter", "software"))
         if key in seen:
             continue
         seen.add(key)
@@ -117,9 +118,11 @@ def row_groups(rows, catalog) -> dict[str, set[str]]:
             for column in ("num_gpus", "gpus_per_node"):
                 if _present(row.get(column)):
                     hardware[column] = int(float(row[column]))
-            for column in ("intra", "inter"):
-                if _present(row.get(column)):
-                    hardware[column] = str(row[column])
+            intra = row_intra(row, catalog)[0]  # the link the predictor times the row's collectives on
+            if intra is not None:
+                hardware["intra"] = intra
+            if _present(row.get("inter")):
+                hardware["inter"] = str(row["inter"])
             cluster = catalog.cluster(**hardware)
         except ValueError:
             continue

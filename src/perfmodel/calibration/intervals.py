@@ -253,6 +253,27 @@ def _workload_facts(rows) -> tuple[np.ndarray, np.ndarray]:
 SOURCE_GROUPED_KINDS = ("train", "collective")
 
 
+def _intra_links(measurements, catalog):
+    """Each row's intra-node link as the train predictor times it: the ``intra`` column, or the GPU's
+    PCIe link where the row's harness disables NCCL peer-to-peer
+    (:func:`perfmodel.calibration.row_workload.row_intra`)."""
+    import pandas as pd
+
+    from perfmodel.calibration.row_workload import row_intra
+    from perfmodel.vocabulary import harness_of
+
+    intra = (measurements["intra"] if "intra" in measurements
+             else pd.Series(np.nan, index=measurements.index)).astype(object)
+    if "software" not in measurements:
+        return intra
+    for index in measurements.index[measurements["software"].map(lambda text: harness_of(text) is not None)]:
+        try:
+            intra.at[index] = row_intra(measurements.loc[index], catalog)[0]
+        except ValueError:  # a GPU the catalog does not know: the row is not predicted either
+            continue
+    return intra
+
+
 def row_context(measurements, catalog):
     """The context columns of measurement rows (same index): gpu, architecture, num_gpus,
     model_params, family (a training row's workload's: transformer or cnn; a GEMM row's
@@ -264,7 +285,7 @@ def row_context(measurements, catalog):
     def column(name):
         return measurements[name] if name in measurements else pd.Series(np.nan, index=measurements.index)
 
-    fabric = column("inter").where(column("inter").notna(), column("intra"))
+    fabric = column("inter").where(column("inter").notna(), _intra_links(measurements, catalog))
     params, family = _workload_facts(measurements)
     if "dtype" in measurements and "kind" in measurements:
         gemm = (measurements["kind"] == "gemm").to_numpy()

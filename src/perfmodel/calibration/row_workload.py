@@ -1,9 +1,11 @@
 """The workload a measurement row describes: its ``model`` and shape columns as a
 :class:`~perfmodel.scenario.WorkloadSpec`, built once per distinct spec.  A row whose software is a
 benchmark harness that builds the named model its own way gets the model as built
-(:func:`perfmodel.vocabulary.harness_model`).
+(:func:`perfmodel.vocabulary.harness_model`), and one whose harness turns off NCCL's peer-to-peer
+transport runs its collectives over the GPU's PCIe link (:func:`row_intra`).
 
-Shared by the train predictor (:mod:`perfmodel.calibration.predictors.train`) and the interval
+Shared by the train predictor (:mod:`perfmodel.calibration.predictors.train`), the calibration's
+parameter groups (:func:`perfmodel.calibration.fit.row_groups`) and the interval
 model (:mod:`perfmodel.calibration.intervals`, which places rows on the model-size axis with the
 same ``Workload.params`` an estimate uses), so neither imports the other.
 """
@@ -15,10 +17,10 @@ import math
 
 from perfmodel.calibration.measurements import SHAPE_COLUMNS
 from perfmodel.scenario import WorkloadSpec
-from perfmodel.vocabulary import harness_model
+from perfmodel.vocabulary import harness_model, harness_of
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["present", "row_model", "workload_spec", "workload_of_spec"]
+__all__ = ["present", "row_model", "row_intra", "workload_spec", "workload_of_spec"]
 
 
 def present(value) -> bool:
@@ -31,6 +33,24 @@ def row_model(row) -> tuple[str, str | None]:
     model = str(row["model"]).strip()
     built = harness_model(model, row.get("software") if present(row.get("software")) else None)
     return (model, None) if built is None else (built[0], f"model {built[0]}: {built[1]}")
+
+
+def row_intra(row, catalog) -> tuple[str | None, str | None]:
+    """(the intra-node link the row's collectives ran over, why it differs from the ``intra``
+    column or None): a harness that disables NCCL's peer-to-peer transport
+    (:data:`perfmodel.vocabulary.HARNESSES`) moves a multi-GPU node's collectives through host
+    memory over each GPU's PCIe link, whatever NVLink the node has; a GPU whose PCIe generation
+    the catalog does not know keeps the stated link."""
+    stated = str(row["intra"]).strip() if present(row.get("intra")) else None
+    harness = harness_of(row.get("software") if present(row.get("software")) else None)
+    gpus = float(row["num_gpus"]) if present(row.get("num_gpus")) else 1.0
+    if harness is None or harness.peer_to_peer or gpus < 2:
+        return stated, None
+    generation = catalog.gpu(row["gpu"]).pcie_generation
+    link = f"pcie{generation}"
+    if generation is None or stated == link:
+        return stated, None
+    return link, f"intra = {link}: {harness.peer_to_peer_why} (collectives through host memory over the GPU's PCIe link)"
 
 
 def workload_spec(row) -> WorkloadSpec:

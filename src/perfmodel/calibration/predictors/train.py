@@ -19,13 +19,12 @@ import pandas as pd
 
 from perfmodel.calibration.intervals import TERM_COLUMNS
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.row_workload import present, row_model, workload_of_spec, workload_spec
+from perfmodel.calibration.row_workload import present, row_intra, row_model, workload_of_spec, workload_spec
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
-from perfmodel.job import binned_tokens_assumption, framework_tokens, run_totals
+from perfmodel.job import framework_spec, run_totals
 from perfmodel.plans import settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
-from perfmodel.vocabulary import harness_of
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
 # plan fields beyond the measurement format's that a row may carry as extra columns
@@ -92,20 +91,12 @@ def scenario_of(row) -> Scenario:
 
 
 def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, str | None]:
-    """The scenario with its intra-node link as the row's harness runs it, and the assumed-input
-    line (None when unchanged): a harness that disables NCCL's peer-to-peer transport
-    (:data:`perfmodel.vocabulary.HARNESSES`) moves a multi-GPU node's collectives over each GPU's
-    PCIe link, whatever NVLink the node has."""
-    harness = harness_of(row.get("software") if present(row.get("software")) else None)
-    if harness is None or harness.peer_to_peer or (scenario.hardware.num_gpus or 1) < 2:
+    """The scenario with its intra-node link as the row's harness ran it (:func:`row_intra`), and
+    the assumed-input line (None when unchanged)."""
+    intra, why = row_intra(row, catalog)
+    if why is None:
         return scenario, None
-    generation = catalog.gpu(scenario.hardware.gpu).pcie_generation
-    link = f"pcie{generation}"
-    if generation is None or scenario.hardware.intra == link:
-        return scenario, None
-    hardware = scenario.hardware.model_copy(update={"intra": link})
-    return (scenario.model_copy(update={"hardware": hardware}),
-            f"intra = {link}: {harness.peer_to_peer_why} (collectives through host memory over the GPU's PCIe link)")
+    return scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"intra": intra})}), why
 
 
 def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
@@ -139,11 +130,10 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
             assumed += [line for line in (row_model(row)[1], linked) if line]
-            tokens = framework_tokens(scenario.workload, workload, scenario.framework)
-            if tokens is not None:
-                assumed.append(binned_tokens_assumption(scenario.framework, workload.shape.seq_len, tokens))
-                workload = workload_of_spec(scenario.workload.model_copy(update={"mean_seq_len": tokens})
-                                            .model_dump_json())
+            spec, binned = framework_spec(scenario.workload, workload, scenario.framework)
+            if binned:
+                assumed.append(binned)
+                workload = workload_of_spec(spec.model_dump_json())
             if scenario.framework not in pooled:
                 pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
             if pooled[scenario.framework]:
