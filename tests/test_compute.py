@@ -285,7 +285,7 @@ def test_parameters_are_documented():
     for name in ("gemm_cuda_core_efficiency", "gemm_tensor_core_efficiency", "gemm_tile_edge_cost",
                  "gemm_k_overhead", "gemm_l2_bandwidth_gain", "gemm_memory_efficiency", "gemm_power_activity",
                  "gemm_call_floor", "gemm_linear_call_overhead", "gemm_floor_overlap", "attention_efficiency", "conv_efficiency",
-                 "memory_efficiency", "kernel_launch_overhead", "host_dispatch_time"):
+                 "conv_winograd_gain", "memory_efficiency", "kernel_launch_overhead", "host_dispatch_time"):
         parameter = PARAMETERS[name]
         assert parameter.source and parameter.unit and parameter.description
     assert PARAMETERS["gemm_tensor_core_efficiency"].per == "architecture"
@@ -377,6 +377,21 @@ def test_cli_roofline_table_and_bad_precision(zoo_model, capsys):
         _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", zoo_model, "--precision", "fp8"])
 
 
+def test_cli_roofline_explains_an_efficiency_above_one(capsys):
+    """Only Winograd lifts an op above its dense peak, and the text says why; in TF32 none is."""
+    assert _roofline_cli(["--gpu", "V100-SXM2-32GB", "--model", "nnunet-2d", "--precision", "fp32",
+                          "--micro-batch", "64", "--json"]) == 0
+    ops = json.loads(capsys.readouterr().out)["ops"]
+    above = {op["op"] for op in ops if op["efficiency"] > 1}
+    assert above and all(op["kind"] == "conv" for op in ops if op["op"] in above)
+    assert _roofline_cli(["--gpu", "V100-SXM2-32GB", "--model", "nnunet-2d", "--precision", "fp32",
+                          "--micro-batch", "64"]) == 0
+    assert "Winograd" in capsys.readouterr().out
+    assert _roofline_cli(["--gpu", "A100-SXM4-80GB", "--model", "nnunet-2d", "--precision", "tf32",
+                          "--micro-batch", "64"]) == 0
+    assert "Winograd" not in capsys.readouterr().out
+
+
 def test_roofline_figure_has_labelled_axes():
     class Workload:
         def ops(self, micro_batch, precision="bf16", flash_attention=True):
@@ -454,6 +469,54 @@ def test_an_implicit_gemm_convolution_moves_its_tensors_not_its_im2col_matrix(ke
                                    DEFAULTS)
     floor = table.bytes[0] / (A100.memory_bandwidth * DEFAULTS.get("memory_efficiency", A100.architecture))
     assert floor <= implicit[0] <= explicit[0] * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("layer, marked", [
+    ({"kernel": 3, "padding": 1, "input_size": [56, 56]}, True),
+    ({"kernel": 3, "padding": 1, "stride": 2, "input_size": [56, 56]}, False),
+    ({"kernel": 1, "input_size": [56, 56]}, False),
+    ({"kernel": 3, "padding": 1, "groups": 32, "input_size": [56, 56]}, False),
+    ({"kernel": 3, "padding": 1, "input_size": [32, 32, 32]}, False),
+    ({"kernel": 3, "padding": 1, "transposed": True, "input_size": [28, 28]}, False),
+])
+def test_only_a_2d_3x3_stride_1_dense_convolution_is_a_winograd_candidate(layer, marked):
+    from perfmodel.workloads.cnn import cnn
+
+    table = cnn("c", [{"op": "conv", "in_channels": 64, "out_channels": 64, **layer}]).ops(8, 1, 1, precision="fp32")
+    assert bool(table.per_op("winograd")[0]) is marked
+
+
+@settings(max_examples=40, deadline=None)
+@given(gain=st.floats(1.0, 4.0), batch=st.sampled_from([1, 8, 64]), channels=st.sampled_from([16, 64, 256]))
+def test_winograd_divides_an_fp32_3x3_convolution_by_its_gain_and_spares_tensor_cores(gain, batch, channels):
+    """The gain scales the convolution's tiles (forward and both gradients) by exactly 1/gain in
+    FP32 -- the kernel's fixed latency and the host floor aside -- and leaves TF32/FP16 (tensor-core
+    implicit GEMMs) and 1x1 convolutions untouched."""
+    from perfmodel.workloads.cnn import cnn
+
+    layers = [{"op": "conv", "in_channels": channels, "out_channels": channels, "kernel": 3, "padding": 1,
+               "input_size": [28, 28]},
+              {"op": "conv", "in_channels": channels, "out_channels": channels, "kernel": 1, "input_size": [28, 28]}]
+    profile = DEFAULTS.with_values(gemm_kernel_latency=0.0, kernel_launch_overhead=0.0, memory_efficiency=1e6)
+    for precision in ("fp32", "tf32", "fp16"):
+        table = cnn("c", layers).ops(batch, 1, 1, precision=precision)
+        plain = compute.op_times(table, A100, precision, profile.with_values(conv_winograd_gain=1.0), host_floor=False)
+        fast = compute.op_times(table, A100, precision, profile.with_values(conv_winograd_gain=gain), host_floor=False)
+        for before, after in zip(plain, fast):
+            expected_3x3 = before[0] / gain if precision == "fp32" else before[0]
+            assert after[0] == pytest.approx(expected_3x3, rel=1e-9)
+            assert after[1] == pytest.approx(before[1], rel=1e-12)
+
+
+def test_the_winograd_gain_is_fitted_on_training_rows_once_for_all_gpus():
+    from perfmodel.calibration.fit import INFORMED_BY, STAGES
+    from perfmodel.profile import default_profile
+
+    parameter = PARAMETERS["conv_winograd_gain"]
+    assert parameter.per is None and parameter.low == 1.0 <= parameter.default <= parameter.high == 4.0
+    assert "conv_winograd_gain" in dict((name, fitted) for name, _, fitted in STAGES)["train"]
+    assert INFORMED_BY["conv_winograd_gain"] == ("train",)
+    assert "conv_winograd_gain" in default_profile().values  # the shipped profile carries a fitted value
 
 
 # --- ops of several kernels: unfused attention ------------------------------------------------

@@ -204,6 +204,18 @@ _TABLE = (
                "fitted by calibrate on CNN training rows",
         per="architecture", inherits=True),
     Parameter(
+        name="conv_winograd_gain", default=1.5, low=1.0, high=4.0, unit="x the implicit-GEMM rate",
+        description="speed-up of an FP32 (CUDA-core) 2-D 3x3 stride-1 convolution that cuDNN runs by a "
+                    "Winograd algorithm over the implicit GEMM of its 2 m n k FLOP (forward and both "
+                    "gradients); 1 = no gain.  Not applied on tensor cores (TF32/FP16/BF16) or to 3-D, "
+                    "strided, grouped or transposed convolutions",
+        source="prior 1.5 between no gain and F(2x2,3x3)'s 2.25x fewer multiplications (Lavin & Gray 2016, "
+               "arXiv:1509.09308, Sec. 4; F(4x4,3x3): 4x, the upper bound), as their transforms cost memory "
+               "traffic; cuDNN's WINOGRAD algorithm requires a 3x3 filter and WINOGRAD_NONFUSED serves 3x3 "
+               "and 5x5 filters at stride 1 (cuDNN API reference, cudnnConvolutionForward supported "
+               "configurations; forums.developer.nvidia.com/t/165802); with cudnn.benchmark the fastest "
+               "algorithm runs.  Fitted by calibrate on FP32 CNN training rows (one value for all GPUs)"),
+    Parameter(
         name="memory_efficiency", default=0.78, low=0.3, high=1.0, unit="fraction of HBM bandwidth",
         description="fraction of the datasheet memory bandwidth a streaming kernel reaches",
         source="chsasank/device-benchmarks README.md @ 7ccc883, device copy of ~380 MB (read + write): "

@@ -68,7 +68,7 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "nvls_latency", "pipeline_fill")),
     ("train", ("train",),
      ("sustained_clock_fraction", "host_dispatch_time", "host_dispatch_scale", "attention_efficiency", "conv_efficiency",
-      "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
+      "conv_winograd_gain", "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
       "overlap_interference_per_byte", "tp_overlap_interference",
       "step_overhead", "framework_compute_efficiency")),
 )
@@ -79,7 +79,7 @@ INFORMED_BY = {
     "gemm_cuda_core_efficiency": ("gemm",), "gemm_linear_efficiency": ("gemm",), "gemm_tensor_core_efficiency": ("gemm",), "fp8_gemm_efficiency": ("gemm",),
     "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
-    "host_dispatch_scale": ("train",),
+    "host_dispatch_scale": ("train",), "conv_winograd_gain": ("train",),
 }
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit

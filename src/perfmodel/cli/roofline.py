@@ -63,6 +63,9 @@ def run(args) -> int:
     print_table([{"op": r.op, "kind": r.kind, "GFLOP": r.flops / 1e9, "MB": r.bytes / 1e6,
                   "FLOP/byte": r.intensity, "TFLOP/s": r.attained_flops / 1e12, "efficiency": r.efficiency,
                   "time_us": r.time_s * 1e6, "bound": r.bound} for r in points.itertuples()])
+    if (points["efficiency"] > 1).any():
+        print(f"efficiency above 1: FP32 3x3 convolutions run by Winograd (conv_winograd_gain "
+              f"{profile.get('conv_winograd_gain'):.2f}) do fewer multiplications than the FLOP counted")
     print(f"memory-bound: {', '.join(memory_bound) or 'none'}")
     print(f"launch-bound ({host_text}, longer than the kernel): {', '.join(launch_bound) or 'none'}")
     if args.output:

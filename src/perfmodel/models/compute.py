@@ -150,6 +150,11 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     that :func:`perfmodel.models.gemm.gemm_kernel_time` reaches on ``batch_gemms`` GEMMs of its
     ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
     fused (flash) attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM,
+    and an FP32 convolution cuDNN can run by a Winograd algorithm (``table.winograd``) another
+    ``conv_winograd_gain`` times faster: Winograd's minimal filtering F(2x2, 3x3) computes a 3 x 3
+    convolution with 2.25x fewer multiplications, F(4x4, 3x3) with 4x fewer (Lavin & Gray 2016,
+    "Fast Algorithms for Convolutional Neural Networks", Sec. 4), at the price of its transforms;
+    on tensor cores (TF32, FP16, BF16) cuDNN's implicit GEMMs are timed as GEMMs,
     and unfused attention's score and ``PV`` GEMMs at the plain GEMM's rate (they are cuBLAS batched
     GEMMs; its softmax and dropout are kernels of their own, :func:`chain_time`).  Flash
     attention (Dao 2023) is timed as a GEMM of its shape: that its blocks tile only the queries is
@@ -167,8 +172,10 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     # a fused attention kernel runs at attention_efficiency of its GEMM; unfused attention's score and
     # PV GEMMs are plain batched cuBLAS GEMMs (factor 1)
     fused_attention = (kind == "attention") & table.per_op("implicit").astype(bool)
-    factor = np.select([kind == "conv", fused_attention],
-                       [profile.get("conv_efficiency", group), profile.get("attention_efficiency", group)], 1.0)
+    # a convolution on CUDA cores (FP32) that cuDNN can run by Winograd does fewer multiplications
+    winograd = table.per_op("winograd").astype(bool) & (precision in gemm.CUDA_CORE_DTYPES)
+    conv = profile.get("conv_efficiency", group) * np.where(winograd, profile.get("conv_winograd_gain"), 1.0)
+    factor = np.select([kind == "conv", fused_attention], [conv, profile.get("attention_efficiency", group)], 1.0)
     tensor = np.isin(kind, TENSOR_KINDS)
     shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
     m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
@@ -378,7 +385,8 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
 
     Columns: ``op``, ``kind``, ``flops`` (FLOP), ``bytes``, ``intensity`` (FLOP/byte),
     ``attained_flops`` (FLOP/s, launch overhead and host dispatch included), ``efficiency``
-    (attained / the op's dense peak), ``time_s`` (:func:`chain_time` of the op's kernels), ``bound``
+    (attained / the op's dense peak; above 1 only for an FP32 convolution run by Winograd, which
+    does fewer multiplications than the direct convolution's FLOP it is credited with), ``time_s`` (:func:`chain_time` of the op's kernels), ``bound``
     (``"launch"`` when ``framework``'s host dispatch time (None: not stated, the parameter's prior)
     for the op's kernels exceeds their GPU time, else ``"compute"`` or ``"memory"``: which roofline
     term is larger).

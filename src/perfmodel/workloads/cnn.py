@@ -8,7 +8,9 @@ A layer table is a list of rows (dicts), one per op, in execution order.  Shapes
   cuDNN, Sec. 3): ``m = batch x output pixels``, ``n = out_channels/groups``,
   ``k = in_channels/groups x kernel volume``, ``batch_gemms = groups``, ``2mnk`` FLOP.  A
   transposed convolution multiplies every *input* pixel by the kernel: ``m = batch x input
-  pixels``, ``n = out_channels x kernel volume``, ``k = in_channels``.
+  pixels``, ``n = out_channels x kernel volume``, ``k = in_channels``.  A 2-D 3 x 3 stride-1
+  convolution of one group, not transposed, is marked ``winograd`` (cuDNN can run it by a
+  Winograd algorithm; :class:`perfmodel.workloads.ops.OpTable`).
 * ``{op: bn | relu | add | concat, channels, size}`` - memory-bound elementwise ops (``bn`` is
   any normalisation with a per-channel scale and shift: batch or instance norm).
 * ``{op: pool, mode: max | avg, channels, input_size, kernel, stride, padding: 0}``.
@@ -122,9 +124,11 @@ def _op(row: dict, b, A: int) -> OpSpec:
             m, n, k = b * in_pixels, cout * kvol / groups, cin / groups
         else:
             m, n, k = b * out_pixels, cout / groups, cin / groups * kvol
+        winograd = (len(row["input_size"]) == 2 and row["kernel"] == 3 and row.get("stride", 1) == 1
+                    and groups == 1 and not row.get("transposed", False))
         return OpSpec(name, "conv", m=m, n=n, k=k, batch_gemms=groups, flops=2 * m * n * k * groups,
                       bytes=A * (b * (cin * in_pixels + cout * out_pixels) + params), params=held, implicit=True,
-                      saved_bytes=keep_input * A * b * cin * in_pixels)
+                      winograd=winograd, saved_bytes=keep_input * A * b * cin * in_pixels)
     if op == "fc":
         cin, cout = row["in_features"], row["out_features"]
         params = cin * cout + (cout if row.get("bias", True) else 0)

@@ -59,6 +59,10 @@ class OpTable:
       fused attention (flash attention, Dao et al. 2022) keeps its ``m x n`` score tiles on chip.
       The kernel model times their tiles and waves only; their memory traffic is the op's own
       ``bytes`` (False: a plain GEMM, whose matrices are its traffic).
+      ``winograd``: True for a convolution cuDNN can run by a Winograd algorithm (2-D, 3 x 3,
+      stride 1, one group, not transposed: the filter sizes and strides cuDNN's WINOGRAD and
+      WINOGRAD_NONFUSED algorithms accept; Lavin & Gray 2016), which needs fewer multiplications
+      than its ``2 m n k`` (:func:`perfmodel.models.compute._efficiencies`);
       ``column_parallel``: True for a tensor-parallel layer's column-parallel GEMM (qkv, MLP up:
       Shoeybi et al. 2019, Sec. 3), whose input gradient is all-reduced over the tensor-parallel
       group in the backward pass (False for every other op and for CNNs);
@@ -95,6 +99,7 @@ class OpTable:
     plan_shape: tuple[int, ...] = field(default=())
     expert: np.ndarray | None = None
     implicit: np.ndarray | None = None
+    winograd: np.ndarray | None = None
     pass_bytes: np.ndarray | None = None
     kernels_forward: np.ndarray | None = None
     kernels_backward: np.ndarray | None = None
@@ -103,7 +108,7 @@ class OpTable:
 
     def __post_init__(self):
         n_ops = len(self.name)
-        for column in ("expert", "implicit", "column_parallel"):
+        for column in ("expert", "implicit", "winograd", "column_parallel"):
             if getattr(self, column) is None:
                 object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
         if self.pass_bytes is None:
@@ -114,7 +119,7 @@ class OpTable:
             object.__setattr__(self, "kernels_forward", np.ones(n_ops))
         if self.kernels_backward is None:
             object.__setattr__(self, "kernels_backward", backward_kernels(self.kind))
-        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "column_parallel",
+        for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "winograd", "column_parallel",
                        "kernels_forward", "kernels_backward"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")

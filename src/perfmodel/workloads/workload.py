@@ -126,6 +126,7 @@ class OpSpec:
     batch_gemms: object = 1.0
     expert: bool = False  # a mixture-of-experts expert GEMM (its params split over expert parallelism)
     implicit: bool = False  # GEMM matrices never in memory (implicit-GEMM conv, fused attention): traffic = bytes
+    winograd: bool = False  # a convolution cuDNN can run by a Winograd algorithm (ops.OpTable)
     pass_bytes: object = 0.0  # the part of bytes its memory-bound side kernels move (unfused softmax, dropout)
     kernels_forward: float = 1.0  # kernels one instance launches forward
     kernels_backward: float | None = None  # ... backward; None: by kind (ops.backward_kernels)
@@ -149,6 +150,7 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         saved_bytes=column("saved_bytes"), plan_shape=tuple(plan_shape),
         expert=np.array([op.expert for op in ops], dtype=bool),
         implicit=np.array([op.implicit for op in ops], dtype=bool), pass_bytes=column("pass_bytes"),
+        winograd=np.array([op.winograd for op in ops], dtype=bool),
         column_parallel=np.array([op.column_parallel for op in ops], dtype=bool),
         bytes_backward=np.stack([np.broadcast_to(np.asarray(BACKWARD_BYTES_FACTOR * op.bytes if op.bytes_backward is None
                                                             else op.bytes_backward, dtype=float), plan_shape)
