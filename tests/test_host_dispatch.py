@@ -4,6 +4,8 @@ determine it (partial pooling, ``Parameter.pools``) and is refitted on its own r
 
 import math
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -316,3 +318,88 @@ def test_the_confidence_line_says_when_the_generations_host_speed_is_a_prior(gpu
     assert len(said) == 1
     assert (f"the {architecture} host's speed relative to DGX H100's is a prior" in said[0]) == \
         (architecture == "Blackwell")
+
+
+# --- Python-side bookkeeping: ops an eager framework dispatches one by one, a graph batches away
+
+from perfmodel.models.compute import framework_runs, kernel_launches  # noqa: E402
+from perfmodel.vocabulary import GRAPH_FRAMEWORKS  # noqa: E402
+from perfmodel.workloads.zoo import get_workload  # noqa: E402
+from perfmodel.workloads.cnn import cnn  # noqa: E402
+from perfmodel.workloads.vision import DETECTION_HOST_OPS  # noqa: E402
+
+MASKRCNN = get_workload("maskrcnn")
+
+
+def _bookkeeping_launches(micro_batch, framework):
+    table = MASKRCNN.ops(micro_batch)
+    forward, backward = kernel_launches(table, "fp16", framework)
+    eager = table.per_op("eager_only").astype(bool)
+    return float((forward * eager).sum()), float((backward * eager).sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 64))
+def test_mask_rcnn_bookkeeping_grows_with_the_images_in_eager_frameworks_only(micro_batch):
+    forward, backward = _bookkeeping_launches(micro_batch, "dle-pytorch")
+    assert forward == DETECTION_HOST_OPS["forward_ops"] + DETECTION_HOST_OPS["forward_ops_per_sample"] * micro_batch
+    assert backward == DETECTION_HOST_OPS["backward_ops"]
+    assert _bookkeeping_launches(micro_batch, None) == (forward, backward)  # not stated: eager PyTorch
+    for graph in GRAPH_FRAMEWORKS:
+        assert _bookkeeping_launches(micro_batch, graph) == (0.0, 0.0)
+
+
+def test_the_bookkeeping_count_is_per_plan_when_the_micro_batch_is_an_array():
+    table = MASKRCNN.ops(np.array([1, 4, 12]))
+    row = table.name.index("detection.bookkeeping")
+    per_image = DETECTION_HOST_OPS["forward_ops_per_sample"]
+    assert table.kernels_forward.shape == (len(table), 3)
+    assert table.kernels_forward[row].tolist() == [DETECTION_HOST_OPS["forward_ops"] + per_image * b for b in (1, 4, 12)]
+    assert table.flops[row].tolist() == [0.0] * 3 and table.bytes[row].tolist() == [0.0] * 3
+    # every other op of the table launches as many kernels whatever the micro-batch
+    others = np.delete(table.kernels_forward, row, axis=0)
+    assert (others == others[:, :1]).all()
+    assert table.eager_only.sum() == 1 and framework_runs(table, "jax")[row].item() == 0.0
+
+
+def test_a_host_op_row_is_checked_and_leaves_the_running_tensor_alone():
+    with pytest.raises(ValueError, match=r"layer 1 \('bad'\): forward_ops must be a number of ops from 0 to 1e6, got -3"):
+        cnn("bad", [{"op": "relu", "channels": 4, "size": [8, 8]}, {"op": "host", "name": "bad", "forward_ops": -3}])
+    with pytest.raises(ValueError, match="host needs forward_ops"):
+        cnn("bad", [{"op": "host"}])
+
+
+def test_mask_rcnn_in_an_eager_stack_is_host_bound_and_slower_than_in_a_graph():
+    """Eager PyTorch dispatches the per-image bookkeeping from the host, so with many images per GPU
+    the step is host-bound; a traced graph (same host time per op) is not, and is faster.  Both
+    step times grow with the images per GPU, the eager one by at least the added dispatches."""
+    profile = default_profile().with_values(**{"host_dispatch_time[dle-pytorch]": 50e-6,
+                                               "host_dispatch_time[dle-tensorflow]": 50e-6})
+    cluster = load_catalog().cluster(gpu="A100-SXM4-80GB", num_gpus=1)
+    steps = {}
+    for framework in ("dle-pytorch", "dle-tensorflow"):
+        for micro_batch in (2, 12):
+            plan = resolve_plan(Plan(precision="fp16", micro_batch=micro_batch, global_batch=micro_batch),
+                                1, cluster.gpu, "cnn", framework)
+            result = evaluate(MASKRCNN, cluster, as_arrays(plan), precision="fp16", flash_attention=False,
+                              optimizer="sgd", profile=profile, framework=framework)
+            steps[framework, micro_batch] = float(result["step_time_s"][0])
+            if framework == "dle-pytorch" and micro_batch == 12:
+                assert result["launch_bound_share"][0] > 0.5
+    assert steps["dle-pytorch", 12] > steps["dle-tensorflow", 12]
+    added = DETECTION_HOST_OPS["forward_ops_per_sample"] * 10 * 50e-6 * profile.get("host_dispatch_scale", "Ampere")
+    assert steps["dle-pytorch", 12] - steps["dle-pytorch", 2] >= added * (1 - 1e-9)
+
+
+def test_an_estimate_without_a_framework_says_the_bookkeeping_was_counted_as_eager():
+    scenario = {"workload": {"model": "maskrcnn"}, "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 1},
+                "plan": {"precision": "fp16", "micro_batch": 4, "global_batch": 4}}
+    assumed = estimate(scenario).assumptions["assumed"]
+    per_batch = (DETECTION_HOST_OPS["forward_ops"] + 4 * DETECTION_HOST_OPS["forward_ops_per_sample"]
+                 + DETECTION_HOST_OPS["backward_ops"])
+    assert any(line.startswith("framework not stated: detection.bookkeeping") and f"{per_batch:,}" in line
+               for line in assumed)
+    stated = estimate({**scenario, "framework": "dle-pytorch"}).assumptions.get("assumed", [])
+    assert not any("detection.bookkeeping" in line for line in stated)
+    assert not any("bookkeeping" in line for line in estimate({**scenario, "workload": {"model": "resnet50"}})
+                   .assumptions.get("assumed", []))

@@ -95,8 +95,8 @@ def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framew
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
     roofline = compute.roofline_inputs(table, gpu, precision, profile)
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False,
-                                         inputs=roofline)
-    launches_fwd, launches_bwd = compute.kernel_launches(table, precision)
+                                         framework=framework, inputs=roofline)
+    launches_fwd, launches_bwd = compute.kernel_launches(table, precision, framework)
     host = 0.0 if cuda_graphs else compute.host_dispatch_seconds(profile, framework, gpu.architecture)
     # the host one standard error slower (log space): what an uncertain host time can do to the passes
     host_slow = host * np.exp(compute.host_log_error(profile, framework, gpu.architecture))

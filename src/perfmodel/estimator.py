@@ -139,6 +139,10 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         bucketed = chosen_plan_under(profile.with_values(zero3_gather_bucket_params=DEEPSPEED_GATHER_BUCKET_PARAMS))
         base["assumptions"].setdefault("assumed", []).append(
             zero3_gather_assumption(float(bucketed["step_time_s"][0] / result["step_time_s"][0])))
+    if framework is None:
+        line = eager_assumption(workload, int(choice.plan["micro_batch"]))
+        if line:
+            base["assumptions"].setdefault("assumed", []).append(line)
     host_bound = float(result["launch_bound_share"][0])
     if host_bound >= HOST_BOUND_SHARE_STATED and not choice.plan["cuda_graphs"]:
         line = host_assumption(profile, framework, cluster.gpu.architecture, host_bound)
@@ -160,6 +164,22 @@ def flash_assumption(framework: str | None, fused: bool, other_over_assumed: flo
     assumed, other = ("fused (FlashAttention)", "unfused") if fused else ("unfused", "fused (FlashAttention)")
     return (f"{who}: attention assumed {assumed}; {other}, the step takes "
             f"{other_over_assumed - 1:+.0%} -- set plan.flash_attention to say which")
+
+
+def eager_assumption(workload, micro_batch: int) -> str | None:
+    """The assumed-input line of a workload with Python-side bookkeeping (``eager_only`` ops: Mask
+    R-CNN's target assignment, sampling and proposal selection) whose framework is not stated: it
+    is counted as an eager PyTorch stack dispatches it (:func:`perfmodel.models.compute.framework_runs`);
+    None when the workload has none."""
+    table = workload.ops(micro_batch)
+    eager = table.per_op("eager_only").astype(bool)
+    if not eager.any():
+        return None
+    ops = float(((table.per_op("kernels_forward") + table.per_op("kernels_backward")) * eager).sum())
+    names = ", ".join(name for name, flag in zip(table.name, table.eager_only) if flag)
+    return (f"framework not stated: {names} ({ops:,.0f} host-dispatched ops per micro-batch of {micro_batch}) "
+            "counted as eager PyTorch runs it; a graph-compiled framework (TensorFlow, JAX) batches it away "
+            "-- set framework to say which")
 
 
 def sequence_parallel_assumption(framework: str, on: bool) -> str:

@@ -14,7 +14,7 @@ __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_B
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
-           "HALF_PRECISION_GRADIENT_REDUCE", "FRAMEWORK_BINNED_TOKENS", "framework_from_text",
+           "HALF_PRECISION_GRADIENT_REDUCE", "FRAMEWORK_BINNED_TOKENS", "GRAPH_FRAMEWORKS", "framework_from_text",
            "HARNESSES", "Harness", "harness_of", "harness_model"]
 
 TRAIN_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -158,6 +158,13 @@ FRAMEWORK_ZERO = {"megatron": 0, **_lacked("zero"), "dle-pytorch": 0, "dle-tenso
 # (seq_len 128) is not binned and Wikipedia fills it; SQuAD fine-tuning (384) pads every sample.
 # TensorFlow's recipes read padded TFRecords.  The estimate lists the default as an assumption.
 FRAMEWORK_BINNED_TOKENS = {"dle-pytorch": {512: 279}, "dle-paddle": {512: 279}}
+
+# Frameworks that trace a training step into a graph instead of dispatching its ops one by one from
+# Python: TensorFlow (tf.function / XLA; NVIDIA DeepLearningExamples' TensorFlow 2 Mask R-CNN takes
+# its anchor matching, sampling and proposal selection batched over the images at fixed sizes) and
+# JAX (jit).  Python-side bookkeeping an eager framework dispatches op by op (ops marked
+# ``eager_only``) costs them no host dispatch (perfmodel.models.compute.framework_runs).
+GRAPH_FRAMEWORKS = ("dle-tensorflow", "tensorflow", "jax")
 
 # Benchmark harnesses whose launch scripts fix what a measurement row's ``model`` and ``intra``
 # columns do not show, recognised by the row's software text (a :class:`Harness` each).

@@ -60,13 +60,13 @@ from perfmodel.hardware.specs import GPU
 from perfmodel.models import gemm
 from perfmodel.parameters import PARAMETERS
 from perfmodel.profile import CalibrationProfile
-from perfmodel.vocabulary import ELEMENT_BYTES, TRAIN_PRECISIONS
+from perfmodel.vocabulary import ELEMENT_BYTES, GRAPH_FRAMEWORKS, TRAIN_PRECISIONS
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
     "op_peaks", "roofline_inputs", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
-    "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times",
+    "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times", "framework_runs",
 ]
 
 TENSOR_KINDS = ("matmul", "conv", "attention")
@@ -94,8 +94,10 @@ def attained_flops(flops, time):
 
 
 def arithmetic_intensity(flops, bytes):
-    """FLOP per byte moved to or from memory (the roofline's x axis)."""
-    return np.divide(flops, bytes)
+    """FLOP per byte moved to or from memory (the roofline's x axis); NaN for an op that moves
+    nothing (host-side bookkeeping)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(bytes) > 0, np.divide(flops, bytes), np.nan)
 
 
 def ridge_point(peak_flops, bandwidth):
@@ -240,23 +242,37 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``gpu.architecture``.  ``inputs``: the table's :func:`roofline_inputs`, when the caller has them.
     """
     forward, backward = _kernel_times(table, gpu, precision, profile, sustained, inputs)
+    runs = framework_runs(table, framework)
     host = 0.0 if cuda_graphs or not host_floor else host_dispatch_seconds(profile, framework, gpu.architecture)
     input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
                                                   framework)
-    return (np.maximum(forward, host * table.per_op("kernels_forward")) + input_cast,
-            np.maximum(backward, host * table.per_op("kernels_backward")) + gradient_cast)
+    return (np.maximum(forward, host * table.per_op("kernels_forward")) * runs + input_cast,
+            np.maximum(backward, host * table.per_op("kernels_backward")) * runs + gradient_cast)
 
 
-def kernel_launches(table: OpTable, precision: str) -> tuple[np.ndarray, np.ndarray]:
+def framework_runs(table: OpTable, framework: str | None) -> np.ndarray:
+    """Per op (shaped like :meth:`OpTable.per_op`), 1 where ``framework`` runs the op and 0 for the
+    Python-side bookkeeping (``table.eager_only``: a detection model's per-image target assignment
+    and proposal selection) that a graph-compiled framework
+    (:data:`~perfmodel.vocabulary.GRAPH_FRAMEWORKS`: TensorFlow's and JAX's traced graphs, which
+    take such steps batched over the images at fixed sizes) does not dispatch op by op.  A
+    framework not stated runs them (eager PyTorch, the common case; the estimate says so)."""
+    skip = table.per_op("eager_only").astype(bool) & (framework in GRAPH_FRAMEWORKS)
+    return np.where(skip, 0.0, 1.0)
+
+
+def kernel_launches(table: OpTable, precision: str, framework: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Kernels the host dispatches for ONE instance of each op, (forward, backward), shaped like
     the table's per-op columns: the table's ``kernels_forward`` / ``kernels_backward`` (one per op
     and pass; two in the backward pass of a matmul or convolution, whose data- and weight-gradient
     GEMMs are two kernels; an unfused attention's chain, a flash attention's three backward
     kernels), plus the fp8 cast kernels (:func:`fp8_cast_bytes`: the input cast forward, the
-    output-gradient cast backward)."""
+    output-gradient cast backward); none for the ops ``framework`` does not run
+    (:func:`framework_runs`)."""
     input_cast, _, gradient_cast = (cast > 0 if precision == "fp8" else np.zeros_like(cast, dtype=bool)
                                     for cast in fp8_cast_bytes(table))
-    return table.per_op("kernels_forward") + input_cast, table.per_op("kernels_backward") + gradient_cast
+    runs = framework_runs(table, framework)
+    return table.per_op("kernels_forward") * runs + input_cast, table.per_op("kernels_backward") * runs + gradient_cast
 
 
 # ASSUMPTION (shown by confidence()): a framework whose rows never determined its host dispatch time
@@ -397,7 +413,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
     peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile)
-    kernels = table.per_op("kernels_forward")
+    kernels = table.per_op("kernels_forward") * framework_runs(table, framework)
     kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)
     host = host_dispatch_seconds(profile, framework, gpu.architecture) * kernels
     time = np.maximum(kernel, host)

@@ -17,6 +17,12 @@ A layer table is a list of rows (dicts), one per op, in execution order.  Shapes
 * ``{op: fc, in_features, out_features, bias: true}``.
 * ``{op: loss, classes}`` - softmax cross entropy (fp32) over ``classes`` outputs per sample
   (:func:`perfmodel.workloads.workload.cross_entropy_op`, rows short enough to stay on chip).
+* ``{op: host, forward_ops, forward_ops_per_sample: 0, backward_ops: 0}`` - bookkeeping an eager
+  framework dispatches op by op from Python between the layers (a detection model's anchor
+  matching, sampling and proposal selection, much of it looping over the images): no modelled
+  GPU work, ``forward_ops + forward_ops_per_sample x batch`` kernels forward and ``backward_ops``
+  backward, each a host dispatch; marked ``eager_only`` (a graph-compiled framework batches it
+  away: :func:`perfmodel.models.compute.framework_runs`).
 
 Every row may carry ``name``, ``shared: true`` on a conv or fc whose weights another op already
 holds (a detection head applied to every pyramid level: its work counts at every level, its
@@ -40,11 +46,11 @@ from perfmodel.workloads.workload import (NORM_FLOPS, OpSpec, Workload, activati
 
 __all__ = ["cnn", "cnn_ops", "conv_output_size", "bottleneck", "CNN_OPS"]
 
-CNN_OPS = ("conv", "bn", "relu", "add", "concat", "pool", "fc", "loss")
+CNN_OPS = ("conv", "bn", "relu", "add", "concat", "pool", "fc", "loss", "host")
 _REQUIRED = {"conv": ("in_channels", "out_channels", "kernel", "input_size"), "bn": ("channels", "size"),
              "relu": ("channels", "size"), "add": ("channels", "size"), "concat": ("channels", "size"),
              "pool": ("mode", "channels", "input_size", "kernel", "stride"), "fc": ("in_features", "out_features"),
-             "loss": ("classes",)}
+             "loss": ("classes",), "host": ("forward_ops",)}
 _INDEX_BYTES = 8  # PyTorch max pooling keeps int64 argmax indices
 
 
@@ -74,6 +80,10 @@ def _check_row(index: int, row: dict) -> dict:
                 raise ValueError(f"{where}: {key} must be a list of spatial sizes, got {row[key]!r}")
             for value in row[key]:
                 positive_int(value, f"{where}: {key}")
+    for key in ("forward_ops", "forward_ops_per_sample", "backward_ops"):
+        if key in row and (isinstance(row[key], bool) or not isinstance(row[key], (int, float))
+                           or not 0 <= row[key] < 1e6):
+            raise ValueError(f"{where}: {key} must be a number of ops from 0 to 1e6, got {row[key]!r}")
     if op == "pool" and row["mode"] not in ("max", "avg"):
         raise ValueError(f"{where}: pool mode {row['mode']!r} is not known; allowed: max, avg")
     if op == "conv" and (row["in_channels"] % row.get("groups", 1) or row["out_channels"] % row.get("groups", 1)):
@@ -144,6 +154,10 @@ def _op(row: dict, b, A: int) -> OpSpec:
         saved = keep_input * A * elements_in + _INDEX_BYTES * elements_out if row["mode"] == "max" else 0.0
         return OpSpec(name, "pool", flops=window * elements_out, bytes=A * (elements_in + elements_out),
                       saved_bytes=saved)
+    if op == "host":
+        return OpSpec(name, "elementwise", eager_only=True,
+                      kernels_forward=row["forward_ops"] + row.get("forward_ops_per_sample", 0) * b,
+                      kernels_backward=float(row.get("backward_ops", 0)))
     elements = b * row["channels"] * prod(row["size"])
     if op == "bn":
         return OpSpec(name, "norm", fp32=True, flops=NORM_FLOPS * elements, bytes=3 * A * elements,
@@ -221,6 +235,16 @@ class LayerTableBuilder:
 
     def loss(self, name, classes):
         return self._emit(dict(op="loss", name=name, classes=classes), False)
+
+    def host(self, name, forward_ops, forward_ops_per_sample=0, backward_ops=0):
+        """Python-side bookkeeping ops between the layers (module docstring, ``op: host``); the
+        running tensor is unchanged."""
+        row = dict(op="host", name=name, forward_ops=forward_ops, forward_ops_per_sample=forward_ops_per_sample,
+                   backward_ops=backward_ops)
+        tensor = self.tensor
+        self._emit(row, False)
+        self.tensor = tensor
+        return self
 
 
 def bottleneck(net: LayerTableBuilder, name: str, width: int, stride: int, downsample: bool) -> None:

@@ -66,6 +66,10 @@ class OpTable:
       ``column_parallel``: True for a tensor-parallel layer's column-parallel GEMM (qkv, MLP up:
       Shoeybi et al. 2019, Sec. 3), whose input gradient is all-reduced over the tensor-parallel
       group in the backward pass (False for every other op and for CNNs);
+      ``eager_only``: True for bookkeeping an eager framework dispatches op by op from Python
+      between the layers (a detection model's per-image target assignment and proposal
+      selection), which a graph-compiled one batches away
+      (:func:`perfmodel.models.compute.framework_runs`);
     Columns of shape ``(n_ops, *plan_shape)`` (float arrays):
       ``m``, ``n``, ``k``: GEMM dimensions per GPU (convolutions as implicit GEMM:
       m = batch x output pixels, n = output channels, k = input channels x kernel volume);
@@ -79,8 +83,9 @@ class OpTable:
       ``saved_bytes``: activation bytes kept for the backward pass (no recomputation).
       ``bytes_backward``: backward bytes read + written, where the op counts them itself (default
       :data:`BACKWARD_BYTES_FACTOR` x ``bytes``).
-    Columns of length ``n_ops`` (floats): ``kernels_forward``, ``kernels_backward``: kernels one
-    instance of the op launches per pass (default 1 forward, :data:`BACKWARD_KERNELS` backward).
+    Columns of length ``n_ops`` (floats), or of shape ``(n_ops, *plan_shape)`` when an op's count
+    grows with the micro-batch: ``kernels_forward``, ``kernels_backward``: kernels one instance of
+    the op launches per pass (default 1 forward, :data:`BACKWARD_KERNELS` backward).
     """
 
     name: list[str]
@@ -105,10 +110,11 @@ class OpTable:
     kernels_backward: np.ndarray | None = None
     column_parallel: np.ndarray | None = None
     bytes_backward: np.ndarray | None = None
+    eager_only: np.ndarray | None = None
 
     def __post_init__(self):
         n_ops = len(self.name)
-        for column in ("expert", "implicit", "winograd", "column_parallel"):
+        for column in ("expert", "implicit", "winograd", "column_parallel", "eager_only"):
             if getattr(self, column) is None:
                 object.__setattr__(self, column, np.zeros(n_ops, dtype=bool))
         if self.pass_bytes is None:
@@ -120,7 +126,7 @@ class OpTable:
         if self.kernels_backward is None:
             object.__setattr__(self, "kernels_backward", backward_kernels(self.kind))
         for column in ("kind", "placement", "repeat", "fp32", "expert", "implicit", "winograd", "column_parallel",
-                       "kernels_forward", "kernels_backward"):
+                       "eager_only", "kernels_forward", "kernels_backward"):
             if len(getattr(self, column)) != n_ops:
                 raise ValueError(f"OpTable column {column!r} has {len(getattr(self, column))} rows, not {n_ops}")
         bad_kind = set(self.kind) - set(OP_KINDS)

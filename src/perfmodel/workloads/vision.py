@@ -17,7 +17,10 @@
   at most 128 positive RoIs (25 % of 512), laid side by side along the width so that a
   convolution over them costs what it costs per RoI.  One sample is one image resized to 800
   pixels on its short side and padded to 1344 (the 1333-pixel cap rounded up to a multiple of
-  32), the largest padded size a batch reaches; RoIAlign, anchor matching and NMS are not counted.
+  32), the largest padded size a batch reaches.  RoIAlign, anchor matching, sampling and NMS are
+  counted as host work only (``op: host``, :data:`DETECTION_HOST_OPS`): maskrcnn-benchmark runs
+  them as hundreds of small PyTorch ops, many in Python loops over the images, so in an eager
+  framework they cost the host one dispatch each; their GPU work is not counted.
 * nnU-Net as DeepLearningExamples PyTorch/Segmentation/nnUNet builds it (nnunet/nn_unet.py:
   MONAI DynUNet, basic blocks of two convolutions with instance norm and leaky ReLU, strided
   convolutions down, transposed convolutions up, skip concatenation): the strides halve every
@@ -34,7 +37,7 @@ import math
 from perfmodel.workloads.cnn import LayerTableBuilder, bottleneck, cnn
 from perfmodel.workloads.workload import Workload
 
-__all__ = ["efficientnet", "maskrcnn", "retinanet", "nnunet", "EFFICIENTNET_SCALING"]
+__all__ = ["efficientnet", "maskrcnn", "retinanet", "nnunet", "EFFICIENTNET_SCALING", "DETECTION_HOST_OPS"]
 
 # (expand ratio, kernel, stride, output channels, repeats) per stage of EfficientNet-B0 (Table 1)
 _B0_STAGES = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3),
@@ -93,6 +96,32 @@ DETECTION_IMAGE = (800, 1344)
 ROIS_PER_IMAGE = 512  # ROI_BOX_HEAD batch per image (maskrcnn-benchmark / DeepLearningExamples default)
 POSITIVE_ROIS = 128  # 25 % positive fraction of 512: the mask head's RoIs at most
 
+DETECTION_HOST_OPS = {"forward_ops": 226, "forward_ops_per_sample": 154 + 2 * POSITIVE_ROIS, "backward_ops": 100}
+"""PyTorch ops Mask R-CNN's training step dispatches outside its network layers, counted by reading
+NVIDIA DeepLearningExamples PyTorch/Segmentation/MaskRCNN/pytorch/maskrcnn_benchmark (modeling/rpn/
+anchor_generator.py, rpn/inference.py, rpn/loss.py, balanced_positive_negative_sampler.py,
+matcher.py, box_coder.py, poolers.py, roi_heads/box_head/loss.py, roi_heads/mask_head/loss.py and
+mask_head.py, structures/segmentation_mask.py; commits 7a8544e to 9a36fc3) with the
+e2e_mask_rcnn_R_50_FPN_1x configuration, each torch call or custom CUDA extension call one op:
+
+* per iteration, forward 226: anchor grids (6 per FPN level x 5), the RPN's batched pre-NMS
+  selection (8 per level x 5), level concatenation and top-k (4), the RPN loss (35), the box and
+  mask RoIAlign poolers (43 each: level mapping, and per level a gather, cast, RoIAlign and
+  scatter), the box loss (23) and the mask loss (8); backward 100 (the losses' and poolers'
+  gradients, about 30 + 22 + 17 + 22 + 6);
+* per image, forward 154: anchor visibility (7 per level), the RPN's per-image NMS loop (5 per
+  level) and proposal merge (7), RPN target matching (14) and sampling (12), the box head's
+  proposal matching and sampling (29), pooler bookkeeping (6 + 6), positive selection (6) and
+  mask-target generation (14);
+* per image, 2 per positive RoI: ``SegmentationMask`` indexed with a CUDA index tensor iterates
+  it element by element (``.item()`` each, a host-device synchronisation), once to match the
+  targets and once to select the positives; counted at :data:`POSITIVE_ROIS`, the upper bound the
+  mask head's work is counted at.
+
+Graph-compiled implementations (DeepLearningExamples' TensorFlow 2 Mask R-CNN batches these steps
+over the images at fixed sizes) run none of them from the host
+(:func:`perfmodel.models.compute.framework_runs`)."""
+
 
 def _backbone(net: LayerTableBuilder) -> list:
     """ResNet-50 v1.5 trunk; the states after each of the four stages (C2..C5)."""
@@ -140,6 +169,7 @@ def maskrcnn(name: str = "maskrcnn", classes: int = 81, image_size: tuple[int, i
         net.conv(f"rpn.box{i}", 12, 1, bias=True, shared=i > 0)
         anchors += 3 * level[1][0] * level[1][1]
     net.loss("rpn.loss", anchors)
+    net.host("detection.bookkeeping", **DETECTION_HOST_OPS)
     net.new_tensor(256 * 7 * 7, [ROIS_PER_IMAGE])  # box head: RoIs as positions of a 1x1 convolution
     net.conv("box.fc6", 1024, 1, bias=True).relu("box.relu6").conv("box.fc7", 1024, 1, bias=True).relu("box.relu7")
     hidden = net.state()

@@ -128,8 +128,9 @@ class OpSpec:
     implicit: bool = False  # GEMM matrices never in memory (implicit-GEMM conv, fused attention): traffic = bytes
     winograd: bool = False  # a convolution cuDNN can run by a Winograd algorithm (ops.OpTable)
     pass_bytes: object = 0.0  # the part of bytes its memory-bound side kernels move (unfused softmax, dropout)
-    kernels_forward: float = 1.0  # kernels one instance launches forward
-    kernels_backward: float | None = None  # ... backward; None: by kind (ops.backward_kernels)
+    kernels_forward: object = 1.0  # kernels one instance launches forward (may grow with the micro-batch)
+    kernels_backward: object = None  # ... backward; None: by kind (ops.backward_kernels)
+    eager_only: bool = False  # Python-side bookkeeping a graph-compiled framework batches away (ops.OpTable)
     column_parallel: bool = False  # a column-parallel GEMM: its input gradient is all-reduced over TP backward
     bytes_backward: object = None  # backward bytes; None: ops.BACKWARD_BYTES_FACTOR x bytes
 
@@ -155,10 +156,19 @@ def build_table(ops: list[OpSpec], repeat: list[int], plan_shape: tuple[int, ...
         bytes_backward=np.stack([np.broadcast_to(np.asarray(BACKWARD_BYTES_FACTOR * op.bytes if op.bytes_backward is None
                                                             else op.bytes_backward, dtype=float), plan_shape)
                                  for op in ops]),
-        kernels_forward=np.array([op.kernels_forward for op in ops], dtype=float),
-        kernels_backward=np.where([op.kernels_backward is None for op in ops],
-                                  backward_kernels([op.kind for op in ops]),
-                                  [op.kernels_backward or 0.0 for op in ops]))
+        eager_only=np.array([op.eager_only for op in ops], dtype=bool),
+        kernels_forward=_kernels([op.kernels_forward for op in ops], plan_shape),
+        kernels_backward=_kernels([by_kind if op.kernels_backward is None else op.kernels_backward
+                                   for op, by_kind in zip(ops, backward_kernels([op.kind for op in ops]))],
+                                  plan_shape))
+
+
+def _kernels(counts: list, plan_shape: tuple[int, ...]) -> np.ndarray:
+    """A kernels column: one number per op, or ``(n_ops, *plan_shape)`` when a count is an array
+    (it grows with the micro-batch)."""
+    if all(np.ndim(count) == 0 for count in counts):
+        return np.array(counts, dtype=float)
+    return np.stack([np.broadcast_to(np.asarray(count, dtype=float), plan_shape) for count in counts])
 
 
 @dataclass(frozen=True)
