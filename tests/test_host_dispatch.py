@@ -403,3 +403,15 @@ def test_an_estimate_without_a_framework_says_the_bookkeeping_was_counted_as_eag
     assert not any("detection.bookkeeping" in line for line in stated)
     assert not any("bookkeeping" in line for line in estimate({**scenario, "workload": {"model": "resnet50"}})
                    .assumptions.get("assumed", []))
+
+
+def test_workload_show_reports_the_bookkeeping_an_eager_framework_dispatches(capsys):
+    from perfmodel.cli import main
+
+    host = MASKRCNN.summary()["host_ops"]
+    assert host == {"ops": ["detection.bookkeeping"], "forward_per_step": DETECTION_HOST_OPS["forward_ops"],
+                    "forward_per_sample": DETECTION_HOST_OPS["forward_ops_per_sample"],
+                    "backward_per_step": DETECTION_HOST_OPS["backward_ops"]}
+    assert "host_ops" not in get_workload("resnet50").summary()
+    assert main(["workload", "show", "maskrcnn"]) == 0
+    assert "host-side bookkeeping (detection.bookkeeping): 226 + 410 per sample ops forward" in capsys.readouterr().out

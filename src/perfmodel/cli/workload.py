@@ -60,6 +60,11 @@ def handle_show(args) -> int:
     rows = [{"kind": kind, **values} for kind, values in summary["by_kind"].items()]
     print_table(rows, ["kind", "ops", "flops", "bytes", "params", "saved_bytes"])
     print("\n(per sample, forward; bf16, no flash attention, tp = cp = 1)")
+    host = summary.get("host_ops")
+    if host:
+        print(f"host-side bookkeeping ({', '.join(host['ops'])}): {host['forward_per_step']:,.0f} + "
+              f"{host['forward_per_sample']:,.0f} per sample ops forward, {host['backward_per_step']:,.0f} backward "
+              "per step, each a host dispatch in an eager framework (none in a traced graph: TensorFlow, JAX)")
     if points is not None:
         from perfmodel.cli.common import attention_text
 

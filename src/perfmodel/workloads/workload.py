@@ -238,7 +238,23 @@ class Workload:
             "forward_flops_per_sample": self.flops_per_sample(),
             "training_flops_per_sample": self.flops_per_sample(training=True),
             "by_kind": by_kind,
+            **self._host_ops(),
         }
+
+    def _host_ops(self) -> dict:
+        """``{"host_ops": {...}}`` for a workload with Python-side bookkeeping (``eager_only`` ops):
+        their names and the ops an eager framework dispatches for them per step (forward, fixed and
+        per sample; backward); ``{}`` when it has none."""
+        one, two = self.ops(1), self.ops(2)
+        eager = one.eager_only.astype(bool)
+        if not eager.any():
+            return {}
+        forward_one, forward_two = (float((table.kernels_forward.reshape(len(table), -1)[:, 0] * eager).sum())
+                                    for table in (one, two))
+        return {"host_ops": {"ops": [name for name, flag in zip(one.name, eager) if flag],
+                             "forward_per_step": 2 * forward_one - forward_two,
+                             "forward_per_sample": forward_two - forward_one,
+                             "backward_per_step": float((one.kernels_backward.reshape(len(one), -1)[:, 0] * eager).sum())}}
 
 
 
