@@ -415,3 +415,15 @@ def test_workload_show_reports_the_bookkeeping_an_eager_framework_dispatches(cap
     assert "host_ops" not in get_workload("resnet50").summary()
     assert main(["workload", "show", "maskrcnn"]) == 0
     assert "host-side bookkeeping (detection.bookkeeping): 226 + 410 per sample ops forward" in capsys.readouterr().out
+
+
+def test_the_roofline_lists_the_bookkeeping_only_where_the_framework_dispatches_it():
+    from perfmodel.models.compute import roofline_points
+
+    gpu = load_catalog().gpu("A100-SXM4-80GB")
+    eager = roofline_points(MASKRCNN, gpu, "fp16", default_profile(), micro_batch=2, framework="dle-pytorch")
+    row = eager[eager["op"] == "detection.bookkeeping"]
+    assert len(row) == 1 and row["bound"].item() == "launch" and row["time_s"].item() > 0
+    graph = roofline_points(MASKRCNN, gpu, "fp16", default_profile(), micro_batch=2, framework="dle-tensorflow")
+    assert "detection.bookkeeping" not in set(graph["op"]) and len(graph) == len(eager) - 1
+    assert (graph["time_s"] > 0).all() and graph["attained_flops"].notna().all()

@@ -170,14 +170,13 @@ def eager_assumption(workload, micro_batch: int) -> str | None:
     """The assumed-input line of a workload with Python-side bookkeeping (``eager_only`` ops: Mask
     R-CNN's target assignment, sampling and proposal selection) whose framework is not stated: it
     is counted as an eager PyTorch stack dispatches it (:func:`perfmodel.models.compute.framework_runs`);
-    None when the workload has none."""
-    table = workload.ops(micro_batch)
-    eager = table.per_op("eager_only").astype(bool)
-    if not eager.any():
+    None when the workload has none (:meth:`perfmodel.workloads.workload.Workload.host_ops`)."""
+    host = workload.host_ops()
+    if host is None:
         return None
-    ops = float(((table.per_op("kernels_forward") + table.per_op("kernels_backward")) * eager).sum())
-    names = ", ".join(name for name, flag in zip(table.name, table.eager_only) if flag)
-    return (f"framework not stated: {names} ({ops:,.0f} host-dispatched ops per micro-batch of {micro_batch}) "
+    ops = host["forward_per_step"] + host["forward_per_sample"] * micro_batch + host["backward_per_step"]
+    return (f"framework not stated: {', '.join(host['ops'])} ({ops:,.0f} host-dispatched ops per micro-batch of "
+            f"{micro_batch}) "
             "counted as eager PyTorch runs it; a graph-compiled framework (TensorFlow, JAX) batches it away "
             "-- set framework to say which")
 

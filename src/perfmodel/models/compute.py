@@ -89,8 +89,10 @@ def roofline_time(flops, bytes, peak_flops, bandwidth, compute_efficiency, memor
 
 
 def attained_flops(flops, time):
-    """FLOP/s actually reached: FLOP / seconds."""
-    return np.divide(flops, time)
+    """FLOP/s actually reached: FLOP / seconds; NaN for an op that takes no time (one its framework
+    does not run)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(time) > 0, np.divide(flops, time), np.nan)
 
 
 def arithmetic_intensity(flops, bytes):
@@ -405,7 +407,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     does fewer multiplications than the direct convolution's FLOP it is credited with), ``time_s`` (:func:`chain_time` of the op's kernels), ``bound``
     (``"launch"`` when ``framework``'s host dispatch time (None: not stated, the parameter's prior)
     for the op's kernels exceeds their GPU time, else ``"compute"`` or ``"memory"``: which roofline
-    term is larger).
+    term is larger).  Ops ``framework`` does not run (:func:`framework_runs`) are left out.
     """
     import pandas as pd
 
@@ -413,13 +415,14 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
     peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile)
-    kernels = table.per_op("kernels_forward") * framework_runs(table, framework)
+    runs = framework_runs(table, framework)
+    kernels = table.per_op("kernels_forward") * runs
     kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)
     host = host_dispatch_seconds(profile, framework, gpu.architecture) * kernels
     time = np.maximum(kernel, host)
     compute = roofline_time(table.flops, 0.0, peak, bandwidth, eta_c, eta_m, 0.0)
     memory = roofline_time(0.0, table.bytes, peak, bandwidth, eta_c, eta_m, 0.0)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "op": table.name,
         "kind": table.kind,
         "flops": table.flops,
@@ -430,3 +433,4 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
         "time_s": time,
         "bound": np.where(host > kernel, "launch", np.where(compute >= memory, "compute", "memory")),
     })
+    return frame[runs.reshape(len(table)) > 0]  # ops the framework does not run are not on its roofline

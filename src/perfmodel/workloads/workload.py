@@ -238,23 +238,24 @@ class Workload:
             "forward_flops_per_sample": self.flops_per_sample(),
             "training_flops_per_sample": self.flops_per_sample(training=True),
             "by_kind": by_kind,
-            **self._host_ops(),
+            **({"host_ops": host} if (host := self.host_ops()) else {}),
         }
 
-    def _host_ops(self) -> dict:
-        """``{"host_ops": {...}}`` for a workload with Python-side bookkeeping (``eager_only`` ops):
-        their names and the ops an eager framework dispatches for them per step (forward, fixed and
-        per sample; backward); ``{}`` when it has none."""
+    def host_ops(self) -> dict | None:
+        """The workload's Python-side bookkeeping (``eager_only`` ops), or None when it has none:
+        their names (``ops``) and the ops an eager framework dispatches for them per micro-batch,
+        ``forward_per_step + forward_per_sample x micro_batch`` forward and ``backward_per_step``
+        backward (the counts are linear in the micro-batch: read from the tables of 1 and 2)."""
         one, two = self.ops(1), self.ops(2)
         eager = one.eager_only.astype(bool)
         if not eager.any():
-            return {}
+            return None
         forward_one, forward_two = (float((table.kernels_forward.reshape(len(table), -1)[:, 0] * eager).sum())
                                     for table in (one, two))
-        return {"host_ops": {"ops": [name for name, flag in zip(one.name, eager) if flag],
-                             "forward_per_step": 2 * forward_one - forward_two,
-                             "forward_per_sample": forward_two - forward_one,
-                             "backward_per_step": float((one.kernels_backward.reshape(len(one), -1)[:, 0] * eager).sum())}}
+        return {"ops": [name for name, flag in zip(one.name, eager) if flag],
+                "forward_per_step": 2 * forward_one - forward_two,
+                "forward_per_sample": forward_two - forward_one,
+                "backward_per_step": float((one.kernels_backward.reshape(len(one), -1)[:, 0] * eager).sum())}
 
 
 
