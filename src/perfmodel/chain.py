@@ -93,7 +93,7 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
 def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framework) -> dict[str, np.ndarray]:
     """:func:`_unique_compute`'s terms for each plan shape of the op ``table``."""
     sustained = profile.get("sustained_clock_fraction", gpu.architecture)
-    roofline = compute.roofline_inputs(table, gpu, precision, profile)
+    roofline = compute.roofline_inputs(table, gpu, precision, profile, framework)
     forward, backward = compute.op_times(table, gpu, precision, profile, sustained=sustained, host_floor=False,
                                          framework=framework, inputs=roofline)
     launches_fwd, launches_bwd = compute.kernel_launches(table, precision, framework)

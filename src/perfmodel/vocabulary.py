@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
-           "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
+           "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "ASYNC_TENSOR_CORE_ARCHITECTURES", "ASYNC_ATTENTION_FRAMEWORKS",
+           "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
            "HALF_PRECISION_GRADIENT_REDUCE", "FRAMEWORK_BINNED_TOKENS", "GRAPH_FRAMEWORKS", "framework_from_text",
            "HARNESSES", "Harness", "harness_of", "harness_model"]
@@ -120,6 +121,22 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 #             Korthikanti et al. 2022) ran unfused; Megatron-Core with Transformer Engine, the newer
 #             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
 FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
+
+# GPU architectures whose tensor cores are fed asynchronously (Hopper: warpgroup MMA, ``wgmma``, with
+# operands brought in by the Tensor Memory Accelerator; Blackwell: ``tcgen05`` MMA): a fused attention
+# kernel written for them overlaps its softmax with the next block's matmuls, which a
+# FlashAttention-2-class kernel (synchronous ``mma.sync``, written for Ampere) cannot.  FlashAttention-3
+# (Shah et al. 2024, arXiv:2407.08608, abstract) runs 1.5-2.0x faster than FlashAttention-2 on H100
+# (75 % against 35 % of the BF16 peak), and NVIDIA's cuDNN fused attention is of that class.
+ASYNC_TENSOR_CORE_ARCHITECTURES = ("Hopper", "Blackwell")
+
+# Frameworks whose fused attention on those architectures is such a kernel: Transformer Engine's
+# DotProductAttention, which "prefers cuDNN flash attention on Hopper+ architectures, and Tri Dao
+# flash attention on pre-Hopper" when both apply (NVIDIA/NeMo PR #9188, docs memory_optimizations.rst):
+# NeMo and Megatron-LM's Megatron-Core with Transformer Engine.  Every other stack's fused attention
+# (flash-attn 2 in llm-foundry and nanotron, PyTorch's SDPA flash backend) and a framework not stated
+# count as FlashAttention-2 class (perfmodel.models.compute, ``attention_async_kernel_gain``).
+ASYNC_ATTENTION_FRAMEWORKS = ("nemo", "megatron")
 
 # Whether a framework shards the layer norms, dropouts and residual adds of tensor-parallel layers
 # over the sequence (sequence parallelism, Korthikanti et al. 2022) when the plan does not say, for

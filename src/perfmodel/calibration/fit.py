@@ -67,7 +67,8 @@ STAGES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "nvls_bandwidth_efficiency", "nvls_tree_bandwidth_efficiency", "collnet_bandwidth_efficiency",
       "nvls_latency", "pipeline_fill")),
     ("train", ("train",),
-     ("sustained_clock_fraction", "host_dispatch_time", "host_dispatch_scale", "attention_efficiency", "conv_efficiency",
+     ("sustained_clock_fraction", "host_dispatch_time", "host_dispatch_scale", "attention_efficiency", "attention_async_kernel_gain",
+      "conv_efficiency",
       "conv_winograd_gain", "elementwise_fusion", "dp_overlap", "zero3_overlap", "overlap_interference",
       "overlap_interference_per_byte", "tp_overlap_interference",
       "step_overhead", "framework_compute_efficiency")),
@@ -80,6 +81,7 @@ INFORMED_BY = {
     "memory_efficiency": ("memcpy",),
     "sustained_clock_fraction": ("train",), "attention_efficiency": ("train",), "conv_efficiency": ("train",),
     "host_dispatch_scale": ("train",), "conv_winograd_gain": ("train",),
+    "attention_async_kernel_gain": ("train",),
 }
 
 _UNPREDICTED_PENALTY = 1.0  # log-error charged to a row that stops being predictable mid-fit

@@ -60,12 +60,13 @@ from perfmodel.hardware.specs import GPU
 from perfmodel.models import gemm
 from perfmodel.parameters import PARAMETERS
 from perfmodel.profile import CalibrationProfile
-from perfmodel.vocabulary import ELEMENT_BYTES, GRAPH_FRAMEWORKS, TRAIN_PRECISIONS
+from perfmodel.vocabulary import (ASYNC_ATTENTION_FRAMEWORKS, ASYNC_TENSOR_CORE_ARCHITECTURES, ELEMENT_BYTES,
+                                  GRAPH_FRAMEWORKS, TRAIN_PRECISIONS)
 from perfmodel.workloads.ops import OpTable
 
 __all__ = [
     "TRAIN_PRECISIONS", "roofline_time", "attained_flops", "arithmetic_intensity", "ridge_point", "ridge_points", "gemm_flops", "gemm_bytes",
-    "op_peaks", "roofline_inputs", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
+    "op_peaks", "attention_factor", "roofline_inputs", "op_times", "chain_time", "kernel_launches", "queued_time", "memory_bound", "roofline_points",
     "fp8_cast_bytes", "FP8_CAST_BYTES_PER_ELEMENT", "fp8_cast_times", "framework_runs",
 ]
 
@@ -147,13 +148,15 @@ def op_peaks(kinds, gpu: GPU, precision: str) -> np.ndarray:
                     np.where(np.isin(kinds, TENSOR_KINDS), other_tensor, cuda_cores))
 
 
-def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: CalibrationProfile) -> np.ndarray:
+def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: CalibrationProfile,
+                  framework: str | None = None) -> np.ndarray:
     """eta_compute per op against ``peak``: GEMM-like ops by the GEMM kernel model, 1 for others.
 
     A matmul, convolution (implicit GEMM) or attention op with a shape gets the share of ``peak``
     that :func:`perfmodel.models.gemm.gemm_kernel_time` reaches on ``batch_gemms`` GEMMs of its
     ``m x n x k`` (tile and split-k choice, waves, L2, power-limited clock); convolutions and
-    fused (flash) attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM,
+    fused (flash) attention then run at ``conv_efficiency`` / ``attention_efficiency`` of that GEMM
+    (:func:`attention_factor`: faster for a Hopper-class kernel where ``framework`` runs one),
     and an FP32 convolution cuDNN can run by a Winograd algorithm (``table.winograd``) another
     ``conv_winograd_gain`` times faster: Winograd's minimal filtering F(2x2, 3x3) computes a 3 x 3
     convolution with 2.25x fewer multiplications, F(4x4, 3x3) with 4x fewer (Lavin & Gray 2016,
@@ -179,7 +182,7 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     # a convolution on CUDA cores (FP32) that cuDNN can run by Winograd does fewer multiplications
     winograd = table.per_op("winograd").astype(bool) & (precision in gemm.CUDA_CORE_DTYPES)
     conv = profile.get("conv_efficiency", group) * np.where(winograd, profile.get("conv_winograd_gain"), 1.0)
-    factor = np.select([kind == "conv", fused_attention], [conv, profile.get("attention_efficiency", group)], 1.0)
+    factor = np.select([kind == "conv", fused_attention], [conv, attention_factor(gpu, profile, framework)], 1.0)
     tensor = np.isin(kind, TENSOR_KINDS)
     shaped = (table.m > 0) & (table.n > 0) & (table.k > 0) & (table.batch_gemms > 0) & tensor
     m, n, k, batch = (np.where(shaped, x, 1.0) for x in (table.m, table.n, table.k, table.batch_gemms))
@@ -204,13 +207,30 @@ def _efficiencies(table: OpTable, gpu: GPU, precision: str, peak, profile: Calib
     return np.where(shaped, shape_eta, np.where(tensor, large_tile * factor, 1.0))
 
 
-def roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile):
-    """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time.
+def attention_factor(gpu: GPU, profile: CalibrationProfile, framework: str | None = None) -> float:
+    """Rate of a fused attention kernel as a share of a GEMM of its shape: ``attention_efficiency``
+    of the architecture (a FlashAttention-2-class kernel), times ``attention_async_kernel_gain`` where
+    the architecture has asynchronous tensor cores
+    (:data:`~perfmodel.vocabulary.ASYNC_TENSOR_CORE_ARCHITECTURES`) and ``framework`` runs an attention
+    kernel written for them (:data:`~perfmodel.vocabulary.ASYNC_ATTENTION_FRAMEWORKS`: Transformer
+    Engine's cuDNN attention; FlashAttention-3, Shah et al. 2024, is 1.5-2.0x FlashAttention-2 on
+    H100), capped at 1 (no attention kernel outruns the GEMM of its shape).  A framework not stated
+    counts as FlashAttention-2 class."""
+    factor = profile.get("attention_efficiency", gpu.architecture)
+    if gpu.architecture in ASYNC_TENSOR_CORE_ARCHITECTURES and framework in ASYNC_ATTENTION_FRAMEWORKS:
+        factor = min(1.0, factor * profile.get("attention_async_kernel_gain"))
+    return factor
+
+
+def roofline_inputs(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
+                    framework: str | None = None):
+    """(peak, bandwidth, eta_compute, eta_memory, launch) for every op, ready for roofline_time;
+    ``framework`` picks the fused attention kernel's rate (:func:`attention_factor`).
     Timing the GEMM-like ops' shapes is the costly part of a step's compute: a caller that needs
     both :func:`op_times` and :func:`memory_bound` of one table computes these once and passes them
     (``inputs=``)."""
     peak = np.where(table.per_op("fp32"), gpu.peak("fp32"), op_peaks(table.per_op("kind"), gpu, precision))
-    eta_c = _efficiencies(table, gpu, precision, peak, profile)
+    eta_c = _efficiencies(table, gpu, precision, peak, profile, framework)
     bandwidth, eta_m, launch = _memory_inputs(gpu, profile)
     return peak, bandwidth, eta_c, eta_m, launch
 
@@ -243,7 +263,7 @@ def op_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfi
     ``sustained_clock_fraction`` parameter).  Parameters come from ``profile`` for the group
     ``gpu.architecture``.  ``inputs``: the table's :func:`roofline_inputs`, when the caller has them.
     """
-    forward, backward = _kernel_times(table, gpu, precision, profile, sustained, inputs)
+    forward, backward = _kernel_times(table, gpu, precision, profile, sustained, inputs, framework)
     runs = framework_runs(table, framework)
     host = 0.0 if cuda_graphs or not host_floor else host_dispatch_seconds(profile, framework, gpu.architecture)
     input_cast, _, gradient_cast = fp8_cast_times(table, gpu, precision, profile, cuda_graphs or not host_floor,
@@ -374,11 +394,11 @@ def chain_time(flops, bytes, pass_bytes, kernels, peak_flops, bandwidth, compute
 
 
 def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile, sustained: float,
-                  inputs=None):
+                  inputs=None, framework: str | None = None):
     """Forward and backward seconds of each op's kernels (:func:`chain_time`), before the host
     dispatch floor; element-wise ops move only their unfused share of bytes.  ``inputs``: the
     table's :func:`roofline_inputs`, when the caller has them."""
-    peak, *rest = inputs or roofline_inputs(table, gpu, precision, profile)
+    peak, *rest = inputs or roofline_inputs(table, gpu, precision, profile, framework)
     inputs = (peak * sustained, *rest)
     unfused = np.where(table.per_op("kind") == "elementwise", 1.0 - profile.get("elementwise_fusion"), 1.0)
     return (chain_time(table.flops, table.bytes * unfused, table.pass_bytes, table.per_op("kernels_forward"),
@@ -388,11 +408,11 @@ def _kernel_times(table: OpTable, gpu: GPU, precision: str, profile: Calibration
 
 
 def memory_bound(table: OpTable, gpu: GPU, precision: str, profile: CalibrationProfile,
-                 sustained: float = 1.0, inputs=None) -> np.ndarray:
+                 sustained: float = 1.0, inputs=None, framework: str | None = None) -> np.ndarray:
     """True for the ops whose memory time exceeds their compute time on the roofline, same
     shape as the table's columns (the forward and backward passes have the same intensity).
     ``inputs``: the table's :func:`roofline_inputs`, when the caller has them."""
-    peak, bandwidth, eta_c, eta_m, _ = inputs or roofline_inputs(table, gpu, precision, profile)
+    peak, bandwidth, eta_c, eta_m, _ = inputs or roofline_inputs(table, gpu, precision, profile, framework)
     return table.bytes / (bandwidth * eta_m) > table.flops / (peak * sustained * eta_c)
 
 
@@ -414,7 +434,7 @@ def roofline_points(workload, gpu: GPU, precision: str, profile: CalibrationProf
     if isinstance(micro_batch, bool) or int(micro_batch) != micro_batch or micro_batch <= 0:
         raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
     table = workload.ops(int(micro_batch), precision=precision, flash_attention=bool(flash_attention))
-    peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile)
+    peak, bandwidth, eta_c, eta_m, launch = roofline_inputs(table, gpu, precision, profile, framework)
     runs = framework_runs(table, framework)
     kernels = table.per_op("kernels_forward") * runs
     kernel = chain_time(table.flops, table.bytes, table.pass_bytes, kernels, peak, bandwidth, eta_c, eta_m, launch)

@@ -1,0 +1,78 @@
+"""A fused attention kernel written for asynchronous tensor cores (Transformer Engine's cuDNN attention on
+Hopper and Blackwell) against the FlashAttention-2-class kernel every other stack runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.models import compute
+from perfmodel.profile import PARAMETERS, CalibrationProfile
+from perfmodel.vocabulary import ASYNC_ATTENTION_FRAMEWORKS, ASYNC_TENSOR_CORE_ARCHITECTURES, FRAMEWORKS
+from perfmodel.workloads.transformer import transformer
+from tests.test_compute import A100, H100, V100
+
+DEFAULTS = CalibrationProfile()
+OTHER_FRAMEWORKS = [f for f in FRAMEWORKS if f not in ASYNC_ATTENTION_FRAMEWORKS]
+B200 = H100.model_copy(update={"name": "B200", "architecture": "Blackwell"})
+
+
+def test_the_gain_applies_to_async_tensor_cores_and_transformer_engine_stacks_only():
+    efficiency = PARAMETERS["attention_efficiency"].default
+    gain = PARAMETERS["attention_async_kernel_gain"].default
+    assert set(ASYNC_TENSOR_CORE_ARCHITECTURES) == {"Hopper", "Blackwell"}
+    for gpu in (H100, B200):
+        for framework in ASYNC_ATTENTION_FRAMEWORKS:
+            assert compute.attention_factor(gpu, DEFAULTS, framework) == pytest.approx(min(1.0, efficiency * gain))
+        for framework in [*OTHER_FRAMEWORKS, None]:  # flash-attn 2, SDPA's flash backend, or not stated
+            assert compute.attention_factor(gpu, DEFAULTS, framework) == pytest.approx(efficiency)
+    for gpu in (A100, V100):  # synchronous mma.sync: one kernel class whatever the stack
+        for framework in [*FRAMEWORKS, None]:
+            assert compute.attention_factor(gpu, DEFAULTS, framework) == pytest.approx(efficiency)
+
+
+@settings(max_examples=25, deadline=None)
+@given(gain=st.floats(1.0, 3.0), efficiency=st.floats(0.1, 1.0))
+def test_the_factor_never_outruns_the_gemm_and_never_slows_attention(gain, efficiency):
+    profile = DEFAULTS.with_values(attention_async_kernel_gain=gain, attention_efficiency=efficiency)
+    factor = compute.attention_factor(H100, profile, "nemo")
+    assert efficiency - 1e-12 <= factor <= 1.0
+    assert factor == pytest.approx(min(1.0, efficiency * gain))
+
+
+def _op_seconds(workload, gpu, framework, profile=DEFAULTS, micro_batch=1):
+    table = workload.ops(micro_batch, precision="bf16", flash_attention=True)
+    forward, backward = compute.op_times(table, gpu, "bf16", profile, host_floor=False, framework=framework)
+    return table, forward.ravel() + backward.ravel()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seq_len=st.sampled_from([1024, 4096, 16384, 65536]), gain=st.floats(1.05, 3.0))
+def test_only_the_fused_attention_op_gets_faster(seq_len, gain):
+    workload = transformer(layers=2, hidden=2048, heads=16, seq_len=seq_len, vocab=32000)
+    profile = DEFAULTS.with_values(attention_async_kernel_gain=gain, attention_efficiency=0.3)
+    table, cudnn = _op_seconds(workload, H100, "nemo", profile)
+    _, flash2 = _op_seconds(workload, H100, "composer", profile)
+    attention = (table.per_op("kind").ravel() == "attention") & table.per_op("implicit").ravel().astype(bool)
+    assert attention.any()
+    assert np.all(cudnn[attention] < flash2[attention])
+    np.testing.assert_allclose(cudnn[~attention], flash2[~attention])
+    # on an Ampere GPU both stacks run FlashAttention-2-class kernels
+    _, ampere_te = _op_seconds(workload, A100, "nemo", profile)
+    _, ampere_fa2 = _op_seconds(workload, A100, "composer", profile)
+    np.testing.assert_allclose(ampere_te, ampere_fa2)
+
+
+def test_the_step_gains_more_at_long_sequences():
+    """Attention's share of the work grows with the sequence (its FLOP ~ s^2, a matmul's ~ s), so the
+    same kernel gain shortens a long-sequence step by more."""
+    profile = DEFAULTS.with_values(attention_async_kernel_gain=1.8, attention_efficiency=0.3)
+    speedups = []
+    for seq_len in (2048, 32768):
+        workload = transformer(layers=2, hidden=4096, heads=32, seq_len=seq_len, vocab=32000)
+        _, cudnn = _op_seconds(workload, H100, "nemo", profile)
+        _, flash2 = _op_seconds(workload, H100, "nanotron", profile)
+        speedups.append(flash2.sum() / cudnn.sum())
+    assert 1.0 < speedups[0] < speedups[1] < 1.8
