@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel import estimate
 from perfmodel.models import compute
-from perfmodel.profile import PARAMETERS, CalibrationProfile
+from perfmodel.profile import PARAMETERS, CalibrationProfile, default_profile
 from perfmodel.vocabulary import ASYNC_ATTENTION_FRAMEWORKS, ASYNC_TENSOR_CORE_ARCHITECTURES, FRAMEWORKS
 from perfmodel.workloads.transformer import transformer
 from tests.test_compute import A100, H100, V100
@@ -76,3 +77,29 @@ def test_the_step_gains_more_at_long_sequences():
         _, flash2 = _op_seconds(workload, H100, "nanotron", profile)
         speedups.append(flash2.sum() / cudnn.sum())
     assert 1.0 < speedups[0] < speedups[1] < 1.8
+
+
+def _assumed(scenario, profile):
+    return estimate(scenario, profile=profile).assumptions.get("assumed", [])
+
+
+def test_an_estimate_without_a_framework_says_which_attention_kernel_it_assumed_on_hopper():
+    scenario = {"workload": {"model": "llama2-7b", "seq_len": 16384},
+                "hardware": {"gpu": "H100-SXM5-80GB", "num_gpus": 8, "gpus_per_node": 8, "intra": "nvlink4"},
+                "plan": {"precision": "bf16", "tp": 2, "micro_batch": 1, "global_batch": 16,
+                         "flash_attention": True}}
+    profile = default_profile().with_values(attention_async_kernel_gain=1.8)
+    lines = [line for line in _assumed(scenario, profile) if "FlashAttention-2-class" in line]
+    assert len(lines) == 1
+    # the gain shortens the step: the line gives a negative change, as a percentage
+    change = float(lines[0].split("the step takes ")[1].split("%")[0])
+    assert change < 0
+    # stated frameworks and GPUs without asynchronous tensor cores need no such line
+    assert not any("FlashAttention-2-class" in line for line in _assumed({**scenario, "framework": "nemo"}, profile))
+    assert not any("FlashAttention-2-class" in line for line in _assumed({**scenario, "framework": "composer"}, profile))
+    a100 = {**scenario, "hardware": {**scenario["hardware"], "gpu": "A100-SXM4-80GB", "intra": "nvlink3"}}
+    assert not any("FlashAttention-2-class" in line for line in _assumed(a100, profile))
+    # with no gain the line says the step would not change
+    flat = [line for line in _assumed(scenario, profile.with_values(attention_async_kernel_gain=1.0))
+            if "FlashAttention-2-class" in line]
+    assert flat and "takes +0%" in flat[0]

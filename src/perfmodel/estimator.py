@@ -21,11 +21,12 @@ from perfmodel.choice import choose_plans, plan_choice_text
 from perfmodel.cost import price_estimate
 from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import framework_spec, hardware_summary, resolve, run_totals
-from perfmodel.models.compute import host_dispatch_seconds, host_scale_is_prior
+from perfmodel.models.compute import attention_factor, host_dispatch_seconds, host_scale_is_prior
 from perfmodel.parameters import PARAMETERS
 from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
+from perfmodel.vocabulary import ASYNC_ATTENTION_FRAMEWORKS, ASYNC_TENSOR_CORE_ARCHITECTURES
 
 __all__ = ["Estimate", "estimate", "bottleneck_of"]
 
@@ -139,6 +140,13 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         bucketed = chosen_plan_under(profile.with_values(zero3_gather_bucket_params=DEEPSPEED_GATHER_BUCKET_PARAMS))
         base["assumptions"].setdefault("assumed", []).append(
             zero3_gather_assumption(float(bucketed["step_time_s"][0] / result["step_time_s"][0])))
+    architecture = cluster.gpu.architecture
+    if (framework is None and choice.plan["flash_attention"] and workload.family == "transformer"
+            and architecture in ASYNC_TENSOR_CORE_ARCHITECTURES):
+        te_rate = attention_factor(cluster.gpu, profile, ASYNC_ATTENTION_FRAMEWORKS[0])
+        te = chosen_plan_under(profile.with_values(**{f"attention_efficiency[{architecture}]": te_rate}))
+        base["assumptions"].setdefault("assumed", []).append(
+            attention_kernel_assumption(architecture, float(te["step_time_s"][0] / result["step_time_s"][0])))
     if framework is None:
         line = eager_assumption(workload, int(choice.plan["micro_batch"]))
         if line:
@@ -164,6 +172,15 @@ def flash_assumption(framework: str | None, fused: bool, other_over_assumed: flo
     assumed, other = ("fused (FlashAttention)", "unfused") if fused else ("unfused", "fused (FlashAttention)")
     return (f"{who}: attention assumed {assumed}; {other}, the step takes "
             f"{other_over_assumed - 1:+.0%} -- set plan.flash_attention to say which")
+
+
+def attention_kernel_assumption(architecture: str, te_over_assumed: float) -> str:
+    """The assumed-input line of a fused attention kernel on asynchronous tensor cores whose framework
+    is not stated: it is timed as a FlashAttention-2-class kernel, and Transformer Engine's
+    (:func:`perfmodel.models.compute.attention_factor`) would change the step by ``te_over_assumed``."""
+    return (f"framework not stated: fused attention on {architecture} assumed a FlashAttention-2-class kernel; "
+            f"with Transformer Engine's cuDNN attention (NeMo, Megatron-Core) the step takes "
+            f"{te_over_assumed - 1:+.0%} -- set framework to say which")
 
 
 def eager_assumption(workload, micro_batch: int) -> str | None:
