@@ -179,7 +179,7 @@ def attention_kernel_assumption(architecture: str, te_over_assumed: float) -> st
     is not stated: it is timed as a FlashAttention-2-class kernel, and Transformer Engine's
     (:func:`perfmodel.models.compute.attention_factor`) would change the step by ``te_over_assumed``."""
     return (f"framework not stated: fused attention on {architecture} assumed a FlashAttention-2-class kernel; "
-            f"with Transformer Engine's cuDNN attention (NeMo, Megatron-Core) the step takes "
+            f"with Transformer Engine's cuDNN attention (as NeMo runs it) the step takes "
             f"{te_over_assumed - 1:+.0%} -- set framework to say which")
 
 

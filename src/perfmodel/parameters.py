@@ -200,8 +200,8 @@ _TABLE = (
         description="speed-up of a fused attention kernel written for asynchronous tensor cores (cuDNN fused "
                     "attention as Transformer Engine runs it, FlashAttention-3) over the FlashAttention-2-class "
                     "kernel attention_efficiency describes; applied on vocabulary.ASYNC_TENSOR_CORE_ARCHITECTURES "
-                    "(Hopper, Blackwell) for the frameworks of vocabulary.ASYNC_ATTENTION_FRAMEWORKS (NeMo, "
-                    "Megatron-Core), the rate capped at the GEMM's",
+                    "(Hopper, Blackwell) for the frameworks of vocabulary.ASYNC_ATTENTION_FRAMEWORKS (NeMo), "
+                    "the rate capped at the GEMM's",
         source="Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), abstract: 1.5-2.0x faster than "
                "FlashAttention-2 on H100 (FP16 up to 740 TFLOP/s, 75 % of peak, against FlashAttention-2's "
                "35 %); prior 1.5, the low end; fitted by calibrate on the training rows"),

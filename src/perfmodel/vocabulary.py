@@ -130,13 +130,15 @@ FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 # (75 % against 35 % of the BF16 peak), and NVIDIA's cuDNN fused attention is of that class.
 ASYNC_TENSOR_CORE_ARCHITECTURES = ("Hopper", "Blackwell")
 
-# Frameworks whose fused attention on those architectures is such a kernel: Transformer Engine's
-# DotProductAttention, which "prefers cuDNN flash attention on Hopper+ architectures, and Tri Dao
-# flash attention on pre-Hopper" when both apply (NVIDIA/NeMo PR #9188, docs memory_optimizations.rst):
-# NeMo and Megatron-LM's Megatron-Core with Transformer Engine.  Every other stack's fused attention
-# (flash-attn 2 in llm-foundry and nanotron, PyTorch's SDPA flash backend) and a framework not stated
-# count as FlashAttention-2 class (perfmodel.models.compute, ``attention_async_kernel_gain``).
-ASYNC_ATTENTION_FRAMEWORKS = ("nemo", "megatron")
+# Frameworks whose fused attention on those architectures is such a kernel: NeMo, whose Transformer
+# Engine DotProductAttention "prefers cuDNN flash attention on Hopper+ architectures, and Tri Dao
+# flash attention on pre-Hopper" when both apply (NVIDIA/NeMo PR #9188, docs memory_optimizations.rst).
+# Megatron-LM is not listed: its kernel depends on version and flags (Tri Dao's flash-attn with
+# --use-flash-attn, or Transformer Engine's choice; FlagPerf's Megatron-Core Llama-3-8B run states
+# FlashAttention-2).  It, every other stack's fused attention (flash-attn 2 in llm-foundry and
+# nanotron, PyTorch's SDPA flash backend) and a framework not stated count as FlashAttention-2 class
+# (perfmodel.models.compute.attention_factor, parameter ``attention_async_kernel_gain``).
+ASYNC_ATTENTION_FRAMEWORKS = ("nemo",)
 
 # Whether a framework shards the layer norms, dropouts and residual adds of tensor-parallel layers
 # over the sequence (sequence parallelism, Korthikanti et al. 2022) when the plan does not say, for

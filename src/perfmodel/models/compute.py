@@ -212,8 +212,8 @@ def attention_factor(gpu: GPU, profile: CalibrationProfile, framework: str | Non
     of the architecture (a FlashAttention-2-class kernel), times ``attention_async_kernel_gain`` where
     the architecture has asynchronous tensor cores
     (:data:`~perfmodel.vocabulary.ASYNC_TENSOR_CORE_ARCHITECTURES`) and ``framework`` runs an attention
-    kernel written for them (:data:`~perfmodel.vocabulary.ASYNC_ATTENTION_FRAMEWORKS`: Transformer
-    Engine's cuDNN attention; FlashAttention-3, Shah et al. 2024, is 1.5-2.0x FlashAttention-2 on
+    kernel written for them (:data:`~perfmodel.vocabulary.ASYNC_ATTENTION_FRAMEWORKS`: NeMo's Transformer
+    Engine cuDNN attention; FlashAttention-3, Shah et al. 2024, is 1.5-2.0x FlashAttention-2 on
     H100), capped at 1 (no attention kernel outruns the GEMM of its shape).  A framework not stated
     counts as FlashAttention-2 class."""
     factor = profile.get("attention_efficiency", gpu.architecture)
