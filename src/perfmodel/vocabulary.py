@@ -127,7 +127,8 @@ FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 # kernel written for them overlaps its softmax with the next block's matmuls, which a
 # FlashAttention-2-class kernel (synchronous ``mma.sync``, written for Ampere) cannot.  FlashAttention-3
 # (Shah et al. 2024, arXiv:2407.08608, abstract) runs 1.5-2.0x faster than FlashAttention-2 on H100
-# (75 % against 35 % of the BF16 peak), and NVIDIA's cuDNN fused attention is of that class.
+# (FP16 at up to 75 % of the peak, against 35 % for FlashAttention-2), and NVIDIA's cuDNN fused
+# attention is of that class.
 ASYNC_TENSOR_CORE_ARCHITECTURES = ("Hopper", "Blackwell")
 
 # Frameworks whose fused attention on those architectures is such a kernel: NeMo, whose Transformer
