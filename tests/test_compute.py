@@ -134,6 +134,17 @@ def test_memcpy_close_to_measurements_and_below_datasheet():
     assert (predicted < np.array([300.0, 600.0])).all()  # never above the datasheet HBM bandwidth
 
 
+def test_memcpy_needs_no_flop_peak():
+    """A copy does no arithmetic: a GPU whose catalog entry has no FLOP peaks (A10G's are unknown)
+    still gets its copy rate, the same as the GPU with the same memory."""
+    no_peaks = _gpu("A10-no-peaks", "Ampere", "600 GB/s", 72)
+    rows = pd.DataFrame({"id": ["Z", "A"], "kind": "memcpy", "gpu": [no_peaks.name, "A10"], "bytes": 1e9,
+                         "metric": "GBps", "value": 1.0})
+    out = predict_memcpy(rows, FakeCatalog(no_peaks, A10), DEFAULTS)
+    assert out["reason"].isna().all(), out["reason"].tolist()
+    assert out["predicted"].iloc[0] == pytest.approx(out["predicted"].iloc[1])
+
+
 def test_predictors_give_reasons_not_numbers():
     rows = pd.DataFrame([
         ("X1", "gemm", "NoSuchGPU", 1024, 1024, 1024, "bf16", "tflops", 1.0),

@@ -37,7 +37,9 @@ def _memcpy(row: pd.Series, catalog: Catalog, profile: CalibrationProfile) -> fl
     if row["metric"] not in MEMCPY_METRICS:
         raise ValueError(f"metric {row['metric']!r} is not a memcpy metric ({', '.join(MEMCPY_METRICS)})")
     moved = 2.0 * _number(row, "bytes")  # read + write
-    time = compute.roofline_time(0.0, moved, gpu.peak("fp32"), gpu.memory_bandwidth, 1.0,
+    # a copy does no arithmetic: its roofline is the memory term alone (no FLOP peak needed, so a
+    # GPU whose catalog entry lacks one -- A10G's FP32 -- still gets an answer)
+    time = compute.roofline_time(0.0, moved, np.inf, gpu.memory_bandwidth, 1.0,
                                  profile.get("memory_efficiency", gpu.architecture),
                                  profile.get("kernel_launch_overhead"))
     return float(moved / time / 1e9)
