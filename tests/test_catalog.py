@@ -28,7 +28,16 @@ def test_a100_datasheet_figures(catalog):
         assert gpu.nvlink_bandwidth_per_direction == pytest.approx(300e9)   # 600 GB/s bidirectional
     assert a40.memory_bandwidth == pytest.approx(1.555e12)
     assert a80.memory_bandwidth == pytest.approx(2.039e12)
-    assert (a40.memory, a80.memory) == (40e9, 80e9)
+    assert (a40.memory, a80.memory) == (40 * 2**30, 80 * 2**30)
+
+
+def test_gpu_memory_is_the_binary_capacity_the_driver_reports(catalog):
+    """The datasheet's "80 GB" is 80 GiB of DRAM: nvidia-smi's memory.total is 81,920 MiB on an
+    A100-SXM4-80GB, 81,559 MiB on an H100 80GB HBM3 and 143,771 MiB on an H200 (the driver keeps
+    up to 0.5 % of an HBM part); the catalog is within 0.5 % of each, never below."""
+    for name, reported_mib in (("A100-SXM4-80GB", 81920), ("H100-SXM5-80GB", 81559), ("H200-SXM-141GB", 143771)):
+        memory = catalog.gpu(name).memory
+        assert reported_mib * 2**20 <= memory <= 1.005 * reported_mib * 2**20, name
 
 
 def test_h100_sxm5_datasheet_figures(catalog):
@@ -44,7 +53,7 @@ def test_h100_sxm5_datasheet_figures(catalog):
 def test_t4_datasheet_figures(catalog):
     t4 = catalog.gpu("T4")
     assert t4.tdp == pytest.approx(70)
-    assert t4.memory == pytest.approx(16e9)
+    assert t4.memory == pytest.approx(16 * 2**30)
     assert t4.peak("fp16") == pytest.approx(65e12)
     with pytest.raises(ValueError, match="no bf16 peak.*allowed for this GPU: fp64, fp32, fp16, int8"):
         t4.peak("bf16")                               # Turing has no BF16
@@ -259,7 +268,7 @@ def test_unreadable_and_malformed_files(tmp_path):
 def test_cli_list_json_is_si(capsys):
     assert main(["catalog", "list", "gpus", "--json"]) == 0
     gpus = {g["name"]: g for g in json.loads(capsys.readouterr().out)["gpus"]}
-    assert gpus["H200-SXM-141GB"]["memory"] == pytest.approx(141e9)
+    assert gpus["H200-SXM-141GB"]["memory"] == pytest.approx(141 * 2**30)
     assert gpus["H200-SXM-141GB"]["memory_bandwidth"] == pytest.approx(4.8e12)
 
 

@@ -163,7 +163,7 @@ def test_memory_json(capsys):
     assert {"fits", "capacity", "headroom", "reasons", "total", "weights", "gradients", "optimizer",
             "activations"} <= set(data)
     assert data["fits"] is True and data["reasons"] == []
-    assert data["capacity"] == 80e9  # bytes
+    assert data["capacity"] == 80 * 2**30  # bytes: 80 GiB
     assert data["headroom"] == pytest.approx(data["capacity"] - data["total"])
     assert data["weights"] > 1e9  # 175B / (tp 8 x pp 16) parameters in 16 bits: bytes, not GB
 

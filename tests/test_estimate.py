@@ -177,9 +177,9 @@ def test_gpt3_on_four_a100_is_infeasible_with_numbers():
     result = estimate({"workload": {"model": "gpt3-175b"},
                        "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 4, "gpus_per_node": 4, "intra": "nvlink3"}})
     assert result.feasible is False
-    assert result.memory["fits"] is False and result.memory["total"] > result.memory["capacity"] == 80e9
+    assert result.memory["fits"] is False and result.memory["total"] > result.memory["capacity"] == 80 * 2**30
     text = " ".join(result.reasons)
-    assert "80 GB" in text and "TB" in text  # reasons in numbers: what is needed vs what there is
+    assert "80 GiB" in text and "TiB" in text  # reasons in numbers: what is needed vs what there is
 
 
 def test_tp_not_dividing_heads_is_infeasible_with_the_reason():

@@ -93,7 +93,7 @@ def test_host_memory_too_small_is_a_reason():
                      "offload": "optimizer"}}
     result = estimate(case)
     assert not result.feasible
-    assert any("GB of host memory per GPU" in reason for reason in result.reasons)
+    assert any("GiB of host memory per GPU" in reason for reason in result.reasons)
 
 
 def test_search_finds_offloaded_plans_only_where_the_host_memory_is_known():

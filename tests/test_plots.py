@@ -16,7 +16,7 @@ from perfmodel import plots
 from perfmodel import estimate
 from perfmodel.hardware.catalog import load_catalog
 
-UNIT = re.compile(r"\((?:[^)]*\b(?:s|ms|GB|TFLOP/s|FLOP/byte|bytes|GB/s|USD|days|%|x|us)\b[^)]*)\)")
+UNIT = re.compile(r"\((?:[^)]*\b(?:s|ms|GB|GiB|TFLOP/s|FLOP/byte|bytes|GB/s|USD|days|%|x|us)\b[^)]*)\)")
 
 SCENARIO = {
     "workload": {"model": "resnet50"},
@@ -82,24 +82,24 @@ def test_breakdown_of_a_list_has_one_bar_per_estimate_and_marks_infeasible(feasi
     assert any(t.get_text() == "infeasible" for t in ax.texts)
 
 
-def test_memory_bars_are_the_components_in_gb_with_the_capacity_line(feasible, too_big):
+def test_memory_bars_are_the_components_in_gib_with_the_capacity_line(feasible, too_big):
     fig = plots.memory([feasible, too_big])
     ax = fig.axes[0]
-    assert labelled(ax) and "GB" in ax.get_ylabel()
+    assert labelled(ax) and "GiB" in ax.get_ylabel()
     n = 2
     tops = np.zeros(n)
     for patch in ax.patches:
         tops[round(patch.get_x() + patch.get_width() / 2)] += patch.get_height()
-    assert tops[0] == pytest.approx(feasible.memory["total"] / 1e9, rel=1e-9)
-    assert tops[1] == pytest.approx(too_big.memory["total"] / 1e9, rel=1e-9)
+    assert tops[0] == pytest.approx(feasible.memory["total"] / 2**30, rel=1e-9)
+    assert tops[1] == pytest.approx(too_big.memory["total"] / 2**30, rel=1e-9)
     capacity = ax.collections[0].get_segments()[0][0][1]
-    assert capacity == pytest.approx(feasible.memory["capacity"] / 1e9)
+    assert capacity == pytest.approx(feasible.memory["capacity"] / 2**30)
     assert any("short" in t.get_text() for t in ax.texts)  # 175B on 4 GPUs does not fit
     drawn = {text.get_text() for text in ax.get_legend().get_texts()}
     assert not any("share" in name for name in drawn)  # only byte components are stacked
     # the feasible bar's total is written at its own top, not on the capacity line
-    label = next(t for t in ax.texts if t.get_text() == f"{feasible.memory['total'] / 1e9:.1f} GB")
-    assert label.xy[1] == pytest.approx(feasible.memory["total"] / 1e9)
+    label = next(t for t in ax.texts if t.get_text() == f"{feasible.memory['total'] / 2**30:.1f} GiB")
+    assert label.xy[1] == pytest.approx(feasible.memory["total"] / 2**30)
 
 
 def test_memory_of_one_estimate_is_titled_with_model_gpus_and_plan(too_big):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfmodel.units import DIMENSIONS, UnitError, format_quantity, parse_quantity
+from perfmodel.units import DIMENSIONS, UnitError, format_memory, format_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(("text", "dimension", "expected"), [
@@ -50,6 +50,18 @@ def test_format_examples():
     assert format_quantity(989.5e12, "flop_rate") == "989.5 TFLOP/s"
     assert format_quantity(700, "power") == "700 W"
     assert format_quantity(90, "time") == "1.5 min"
+
+
+def test_format_memory_examples():
+    assert format_memory(80 * 2**30) == "80 GiB"  # as nvidia-smi and PyTorch's allocator count
+    assert format_memory(80e9) == "74.5 GiB"
+    assert format_memory(512 * 2**20) == "512 MiB"
+    assert format_memory(0) == "0 B"
+
+
+@given(st.floats(min_value=1.0, max_value=1e18))
+def test_format_memory_then_parse_round_trips_to_three_digits(size_bytes):
+    assert parse_quantity(format_memory(size_bytes), "bytes") == pytest.approx(size_bytes, rel=5.01e-3)
 
 
 _ROUND_TRIP = [d for d in DIMENSIONS if d != "count"] + ["count"]

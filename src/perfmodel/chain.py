@@ -26,6 +26,7 @@ from perfmodel.models import comm, compute, datapipe, memory, offload, recompute
 from perfmodel.models.memory import activation_bytes_per_value
 from perfmodel.models.stages import cost_balanced_stages, head_cost_in_layers, stage_layers
 from perfmodel.plans import RECOMPUTE_CODES
+from perfmodel.units import format_memory
 from perfmodel.vocabulary import (COST_BALANCED_STAGES, DP_REDUCE_AFTER_BACKWARD, FULL_PRECISIONS,
                                   HALF_PRECISION_GRADIENT_REDUCE, TP_DGRAD_OVERLAP, ZERO3_REGATHER_ON_RECOMPUTE)
 from perfmodel.workloads.ops import unique_plan_shapes
@@ -585,8 +586,8 @@ def _offload_reasons(mem: dict, i: int) -> list[str]:
         capacity = mem["host_capacity"][i]
         reasons.append("offload needs the node's host memory and the GPU's PCIe generation in the catalog"
                        if not np.isfinite(capacity) else
-                       f"offload needs {mem['host'][i] / 1e9:.1f} GB of host memory per GPU but the node "
-                       f"offers {capacity / 1e9:.1f} GB per GPU")
+                       f"offload needs {format_memory(mem['host'][i])} of host memory per GPU but the node "
+                       f"offers {format_memory(capacity)} per GPU")
     return reasons
 
 

@@ -39,6 +39,7 @@ from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_recor
                              settings, within_framework, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import Plan
+from perfmodel.units import format_memory
 
 __all__ = ["Choice", "choose_plan", "choose_plans", "candidate_plan", "tie_band", "pick", "plan_choice_text"]
 
@@ -210,13 +211,13 @@ def _explain_misfits(choices: list[Choice], workload, cluster, fixed: dict, prof
     result = evaluate(workload, cluster, arrays, **fixed, profile=profile, data=data, framework=framework)
     for position, choice in enumerate(choices):
         choice.result = _values(result, position)
-        choice.reasons = [f"does not fit in GPU memory ({choice.result['memory_total'] / 1e9:.1f} GB needed "
-                          f"of {choice.result['memory_capacity'] / 1e9:.1f} GB)"]
+        choice.reasons = [f"does not fit in GPU memory ({format_memory(choice.result['memory_total'])} needed "
+                          f"of {format_memory(choice.result['memory_capacity'])})"]
 
 
 def _headroom_warning(result: dict[str, float], headroom: float) -> str:
     total, capacity = result["memory_total"], result["memory_capacity"]
-    return (f"the plan uses {total / 1e9:.1f} GB of {capacity / 1e9:.1f} GB per GPU ({total / capacity:.0%}), "
+    return (f"the plan uses {format_memory(total)} of {format_memory(capacity)} per GPU ({total / capacity:.0%}), "
             f"leaving less than the {headroom:.0%} memory headroom (plan.memory_headroom) for allocator "
             f"spikes and fragmentation; it may run out of memory")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["DIMENSIONS", "UnitError", "parse_quantity", "format_quantity", "parse_duration", "parse_money",
+__all__ = ["DIMENSIONS", "UnitError", "parse_quantity", "format_quantity", "format_memory", "parse_duration", "parse_money",
            "format_duration", "format_money"]
 
 
@@ -155,6 +155,17 @@ def format_quantity(value: float, dimension: str, digits: int = 4) -> str:
     unit = _FORMAT_UNITS[dimension]
     prefix = next((p for p in ("E", "P", "T", "G", "M", "k") if abs(value) >= _DECIMAL[p]), "")
     return f"{value / _DECIMAL[prefix]:.{digits}g} {prefix}{unit}".rstrip()
+
+
+def format_memory(value: float, digits: int = 3) -> str:
+    """Format a memory size in binary units, as nvidia-smi, PyTorch's allocator messages and the
+    catalog's GPU memory (``"80 GiB"``) give it: ``format_memory(80 * 2**30) == '80 GiB'``.
+
+    ``parse_quantity(format_memory(x), 'bytes')`` returns ``x`` to ``digits`` significant digits.
+    """
+    value = float(value)
+    prefix = next((p for p in ("Pi", "Ti", "Gi", "Mi", "Ki") if abs(value) >= _BINARY[p]), "")
+    return f"{value / _BINARY.get(prefix, 1.0):.{digits}g} {prefix}B"
 
 
 def parse_duration(text: str | float | int, name: str = "duration") -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perfmodel.cli.common import catalog_from, print_json, print_table
 from perfmodel.hardware.catalog import SECTIONS, catalog_schema
-from perfmodel.units import format_quantity
+from perfmodel.units import format_memory, format_quantity
 
 # field name -> units dimension, for printing SI values to people
 _DIMENSION = {"memory": "bytes", "l2_cache": "bytes", "host_memory": "bytes", "memory_bandwidth": "bandwidth",
@@ -82,4 +82,7 @@ def run_schema(args) -> int:
 
 
 def _fmt(value, dimension: str) -> str | None:
-    return None if value is None else format_quantity(value, dimension)
+    """A catalog value for people; memory sizes in binary units, as the catalog and nvidia-smi give them."""
+    if value is None:
+        return None
+    return format_memory(value) if dimension == "bytes" else format_quantity(value, dimension)

@@ -12,7 +12,7 @@ import textwrap
 from perfmodel import estimate
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
 from perfmodel.cli.search import add_headroom_flag, scenario_from
-from perfmodel.units import format_duration, format_money, format_quantity
+from perfmodel.units import format_duration, format_memory, format_money, format_quantity
 
 # breakdown components below this share of the step print as 0.0 %: the table leaves them out
 # (the JSON keeps every component)
@@ -76,10 +76,10 @@ def plan_text(plan: dict) -> str:
 
 
 def _memory_line(memory: dict) -> str:
-    parts = [f"{name} {format_quantity(memory[name], 'bytes', 3)}" for name in
+    parts = [f"{name} {format_memory(memory[name])}" for name in
              ("weights", "gradients", "optimizer", "activations") if memory.get(name)]
-    return (f"{format_quantity(memory['total'], 'bytes', 3)} per GPU of "
-            f"{format_quantity(memory['capacity'], 'bytes', 3)}"
+    return (f"{format_memory(memory['total'])} per GPU of "
+            f"{format_memory(memory['capacity'])}"
             f" ({', '.join(parts)})")
 
 

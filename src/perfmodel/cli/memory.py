@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from perfmodel import estimate
 from perfmodel.cli.common import EXIT_INFEASIBLE, EXIT_OK, catalog_from, print_json, profile_from
-from perfmodel.units import format_quantity
+from perfmodel.units import format_memory
 
 
 def register(subparsers) -> None:
@@ -34,7 +34,7 @@ def run(args) -> int:
     for name in ("weights", "gradients", "optimizer", "activations", "logits", "comm_buckets",
                  "framework", "allocator", "total", "capacity", "headroom"):
         if name in memory:
-            print(f"  {name:<13} {format_quantity(memory[name], 'bytes'):>12}")
+            print(f"  {name:<13} {format_memory(memory[name]):>12}")
     print("fits" if memory.get("fits") else "DOES NOT FIT")
     for reason in memory["reasons"]:
         print(f"  - {reason}")

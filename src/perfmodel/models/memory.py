@@ -22,7 +22,7 @@ from perfmodel.models import checks
 from perfmodel.models import recompute as rc
 from perfmodel.models.stages import stage_layers
 from perfmodel.workloads.ops import unique_plan_shapes
-from perfmodel.units import format_quantity
+from perfmodel.units import format_memory
 from perfmodel.vocabulary import ACTIVATION_BYTES, FULL_PRECISIONS, MIXED_PRECISIONS, OPTIMIZERS
 
 __all__ = ["MIXED_PRECISIONS", "FULL_PRECISIONS", "OPTIMIZERS", "state_bytes_per_param",
@@ -293,7 +293,7 @@ def memory_reasons(breakdown: dict) -> list[str]:
         return []
 
     def size(value):
-        return format_quantity(float(value), "bytes")
+        return format_memory(float(value))
 
     parts = [f"{name} {size(breakdown[name])}" for name in COMPONENTS if float(breakdown[name]) > 0]
     reasons = [f"needs {size(total)} per GPU ({' + '.join(parts)}) but the GPU has {size(capacity)}: "
