@@ -103,3 +103,26 @@ def test_an_estimate_without_a_framework_says_which_attention_kernel_it_assumed_
     flat = [line for line in _assumed(scenario, profile.with_values(attention_async_kernel_gain=1.0))
             if "FlashAttention-2-class" in line]
     assert flat and "takes +0%" in flat[0]
+
+
+def test_workload_show_times_ops_for_the_stated_framework(capsys):
+    """``workload show --gpu --framework``: the op table of that stack (NeMo's attention kernel on an
+    H100), said in the header; a framework the vocabulary does not know is refused by name."""
+    import json
+
+    from perfmodel.cli import main
+
+    def ops(*extra):
+        assert main(["workload", "show", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--json", *extra]) == 0
+        shown = json.loads(capsys.readouterr().out)["ops_on_gpu"]
+        return shown["framework"], {op["op"]: op for op in shown["ops"]}
+
+    unstated, plain = ops()
+    nemo, fused = ops("--framework", "nemo")
+    assert (unstated, nemo) == (None, "nemo")
+    assert fused["attention"]["time_s"] < plain["attention"]["time_s"]
+    assert fused["mlp_up"]["time_s"] == pytest.approx(plain["mlp_up"]["time_s"])  # GEMMs: the same kernels
+    assert main(["workload", "show", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--framework", "nemo"]) == 0
+    assert "framework nemo" in capsys.readouterr().out
+    assert main(["workload", "show", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--framework", "nemoo"]) == 2
+    assert "nemoo" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from perfmodel.cli.common import print_json, print_table
+from perfmodel.vocabulary import FRAMEWORKS
 from perfmodel.workloads import ZOO_NAMES, get_workload, load_hf_config, load_workloads_yaml
 
 
@@ -20,8 +21,12 @@ def register(subparsers) -> None:
     show.add_argument("--gpu", help="also time each forward op on this catalog GPU: predicted efficiency "
                                     "and whether it is compute-, memory- or launch-bound")
     show.add_argument("--precision", default="bf16", help="with --gpu: fp32, tf32, fp16, bf16 or fp8 (default bf16)")
+    show.add_argument("--framework", choices=FRAMEWORKS, metavar="NAME",
+                      help="with --gpu: software stack, which sets the host dispatch time per kernel (the launch "
+                           "floor), the attention kernel and the ops it runs "
+                           f"({', '.join(FRAMEWORKS)}; default: not stated, the pooled values)")
     show.add_argument("--attention", choices=("fused", "unfused"),
-                      help="with --gpu: attention kernel (default: fused on Ampere and newer, else unfused)")
+                      help="with --gpu: attention kernel (default: the framework's, else fused on Ampere and newer)")
     show.add_argument("--calibration", metavar="PROFILE", help="with --gpu: efficiency profile YAML")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=handle_show)
@@ -46,9 +51,10 @@ def handle_show(args) -> int:
 
         gpu = catalog_from(args).gpu(args.gpu)
         flash = attention_of(args, gpu)
-        points = roofline_points(workload, gpu, args.precision, profile_from(args), flash_attention=flash)
+        points = roofline_points(workload, gpu, args.precision, profile_from(args), framework=args.framework,
+                                 flash_attention=flash)
         summary["ops_on_gpu"] = {"gpu": args.gpu, "precision": args.precision, "micro_batch": 1,
-                                 "flash_attention": flash,
+                                 "framework": args.framework, "flash_attention": flash,
                                  "ops": points[["op", "kind", "time_s", "efficiency", "bound"]].to_dict(orient="records")}
     if args.json:
         print_json(summary)
@@ -68,7 +74,8 @@ def handle_show(args) -> int:
     if points is not None:
         from perfmodel.cli.common import attention_text
 
-        print(f"\nforward ops on {args.gpu}, {args.precision}, micro-batch 1, {attention_text(args, flash)} "
+        stack = f"framework {args.framework}" if args.framework else "framework not stated (--framework)"
+        print(f"\nforward ops on {args.gpu}, {args.precision}, micro-batch 1, {stack}, {attention_text(args, flash)} "
               "(efficiency = attained / dense peak):")
         print_table([{"op": r.op, "kind": r.kind, "time_us": r.time_s * 1e6, "efficiency": r.efficiency,
                       "bound": r.bound} for r in points.itertuples()])
