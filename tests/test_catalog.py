@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 
+import perfmodel
 from perfmodel.cli import main
 from perfmodel.hardware.catalog import CatalogError, load_catalog
 from perfmodel.hardware.specs import PRECISIONS
@@ -48,6 +49,26 @@ def test_h100_sxm5_datasheet_figures(catalog):
     assert h100.memory_bandwidth == pytest.approx(3.35e12)
     assert h100.tdp == pytest.approx(700)
     assert h100.nvlink_bandwidth_per_direction == pytest.approx(450e9)
+
+
+def test_gddr_parts_with_ecc_on_leave_jobs_less_than_their_datasheet_memory(catalog):
+    """nvidia-smi and the AWS API report 1/16 less on ECC-enabled GDDR6 parts (L4 23,034 MiB, A10G
+    22,888 MiB of 24 GiB); plans are sized against that, HBM parts against the whole figure."""
+    for name in ("L4", "A10G", "T4"):
+        gpu = catalog.gpu(name)
+        assert gpu.memory_capacity == gpu.memory_usable
+        assert 0.9 * gpu.memory < gpu.memory_capacity <= (1 - 1 / 16) * gpu.memory, name
+    h100 = catalog.gpu("H100-SXM5-80GB")
+    assert h100.memory_usable is None and h100.memory_capacity == h100.memory
+    result = perfmodel.estimate({"workload": {"model": "gpt3-125m"}, "hardware": {"gpu": "L4", "num_gpus": 1},
+                                 "plan": {"micro_batch": 1, "global_batch": 8}})
+    assert result.memory["capacity"] == 23034 * 2**20
+
+
+def test_memory_usable_above_memory_is_refused_by_name(tmp_path):
+    h100 = load_catalog().gpu("H100-SXM5-80GB").model_dump()
+    with pytest.raises(ValueError, match=r"memory_usable 90,000 MiB must be at most memory \(81,920 MiB\)"):
+        type(load_catalog().gpu("H100-SXM5-80GB")).model_validate({**h100, "memory_usable": "90000 MiB"})
 
 
 def test_t4_datasheet_figures(catalog):

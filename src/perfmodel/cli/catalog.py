@@ -7,7 +7,7 @@ from perfmodel.hardware.catalog import SECTIONS, catalog_schema
 from perfmodel.units import format_memory, format_quantity
 
 # field name -> units dimension, for printing SI values to people
-_DIMENSION = {"memory": "bytes", "l2_cache": "bytes", "host_memory": "bytes", "memory_bandwidth": "bandwidth",
+_DIMENSION = {"memory": "bytes", "memory_usable": "bytes", "l2_cache": "bytes", "host_memory": "bytes", "memory_bandwidth": "bandwidth",
               "nvlink_bandwidth_per_direction": "bandwidth", "bandwidth_per_direction": "bandwidth",
               "network_bandwidth": "bandwidth", "tdp": "power", "idle_power": "power",
               "boost_clock_hz": "frequency", "latency": "time"}

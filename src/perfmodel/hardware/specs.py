@@ -135,7 +135,12 @@ class GPU(Spec):
     architecture: Annotated[str, BeforeValidator(_architecture)] = Field(
         description="one of " + ", ".join(ARCHITECTURES) + " (any case)")
     form_factor: str | None = None
-    memory: Bytes
+    memory: Bytes = Field(description="DRAM capacity: the datasheet figure in binary units (\"80 GB\" = 80 GiB)")
+    memory_usable: Bytes | None = Field(
+        None, description="what the driver reports as the GPU's memory (nvidia-smi memory.total) with ECC at "
+                          "its default, where a source gives it: GDDR parts with ECC on set about 1/16 aside "
+                          "(L4: 23,034 MiB of 24 GiB); null = the whole of ``memory`` (HBM parts keep at most "
+                          "0.5 %)")
     memory_bandwidth: Bandwidth
     peak_flops: PeakFlops
     sm_count: int | None = Field(None, gt=0)
@@ -163,6 +168,19 @@ class GPU(Spec):
     assumed: tuple[str, ...] = Field(
         (), description="fields the catalog filled in for a null value, with the rule used (set when the "
                         "catalog loads; shown with every estimate on this GPU)")
+
+    @model_validator(mode="after")
+    def _usable_within_memory(self):
+        if self.memory_usable is not None and not 0.5 * self.memory < self.memory_usable <= self.memory:
+            raise ValueError(f"memory_usable {self.memory_usable / 2**20:,.0f} MiB must be at most memory "
+                             f"({self.memory / 2**20:,.0f} MiB) and more than half of it: it is the part of "
+                             "memory the driver leaves to jobs")
+        return self
+
+    @property
+    def memory_capacity(self) -> float:
+        """Bytes a job can place on the GPU: ``memory_usable`` where known, else ``memory``."""
+        return self.memory if self.memory_usable is None else self.memory_usable
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for ``precision``; a clear error when the GPU has none."""

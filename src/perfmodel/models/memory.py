@@ -330,7 +330,8 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
     recompute`` (codes: index in :data:`perfmodel.models.recompute.STRATEGIES`),
     ``recompute_every, zero, sequence_parallel`` (valid plans; see
     :func:`perfmodel.plans.plan_settings` for one).
-    ``capacity`` defaults to ``gpu.memory``.  ``params_local`` (parameters per GPU) defaults to the
+    ``capacity`` defaults to ``gpu.memory_capacity`` (what the driver reports, where the catalog has
+    it).  ``params_local`` (parameters per GPU) defaults to the
     op table's: first stage embedding + ``layers/pp`` layers, last stage ``layers/pp`` layers +
     output layer (+ the tied embedding copy Megatron keeps there).  ``saved_bytes`` is unused for
     transformers, whose activations follow Korthikanti et al. 2022 for a GPT-style layer (4h GELU
@@ -349,7 +350,7 @@ def plan_memory(workload, gpu, plans, *, precision, optimizer, flash_attention, 
         np.atleast_1d(np.asarray(plans[k])) for k in ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch",
                                                       "recompute", "recompute_every", "zero", "sequence_parallel"))
     every = np.maximum(every, 1)
-    capacity = gpu.memory if capacity is None else capacity
+    capacity = gpu.memory_capacity if capacity is None else capacity
     m = gb / (mb * dp)
     common = {"dp": dp, "zero": zero, "precision": precision, "optimizer": optimizer,
               "bucket_bytes": profile.get("ddp_bucket_bytes"),
