@@ -126,3 +126,14 @@ def test_workload_show_times_ops_for_the_stated_framework(capsys):
     assert "framework nemo" in capsys.readouterr().out
     assert main(["workload", "show", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--framework", "nemoo"]) == 2
     assert "nemoo" in capsys.readouterr().err
+
+
+def test_workload_show_refuses_gpu_options_without_a_gpu(capsys):
+    """--framework, --precision, --attention and --calibration time ops on a GPU: without --gpu they
+    would be ignored silently, so the command says so and stops."""
+    from perfmodel.cli import main
+
+    assert main(["workload", "show", "llama3-8b", "--framework", "nemo", "--precision", "fp8"]) == 2
+    err = capsys.readouterr().err
+    assert "--precision, --framework" in err and "--gpu" in err
+    assert main(["workload", "show", "llama3-8b"]) == 0

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
                       help="YAML file of user models to register first (repeatable)")
     show.add_argument("--gpu", help="also time each forward op on this catalog GPU: predicted efficiency "
                                     "and whether it is compute-, memory- or launch-bound")
-    show.add_argument("--precision", default="bf16", help="with --gpu: fp32, tf32, fp16, bf16 or fp8 (default bf16)")
+    show.add_argument("--precision", help="with --gpu: fp32, tf32, fp16, bf16 or fp8 (default bf16)")
     show.add_argument("--framework", choices=FRAMEWORKS, metavar="NAME",
                       help="with --gpu: software stack, which sets the host dispatch time per kernel (the launch "
                            "floor), the attention kernel and the ops it runs "
@@ -41,6 +41,12 @@ def handle_show(args) -> int:
         workload = load_hf_config(args.name)
     else:
         workload = get_workload(args.name)
+    given = [flag for flag, value in (("--precision", args.precision), ("--framework", args.framework),
+                                      ("--attention", args.attention), ("--calibration", args.calibration)) if value]
+    if given and not args.gpu:
+        raise ValueError(f"{', '.join(given)}: only used to time the ops on a GPU; give --gpu as well "
+                         "(e.g. --gpu H100-SXM5-80GB)")
+    precision = args.precision or "bf16"
     summary = workload.summary()
     if workload.shape is not None:
         summary["shape"] = asdict(workload.shape)
@@ -51,9 +57,9 @@ def handle_show(args) -> int:
 
         gpu = catalog_from(args).gpu(args.gpu)
         flash = attention_of(args, gpu)
-        points = roofline_points(workload, gpu, args.precision, profile_from(args), framework=args.framework,
+        points = roofline_points(workload, gpu, precision, profile_from(args), framework=args.framework,
                                  flash_attention=flash)
-        summary["ops_on_gpu"] = {"gpu": args.gpu, "precision": args.precision, "micro_batch": 1,
+        summary["ops_on_gpu"] = {"gpu": args.gpu, "precision": precision, "micro_batch": 1,
                                  "framework": args.framework, "flash_attention": flash,
                                  "ops": points[["op", "kind", "time_s", "efficiency", "bound"]].to_dict(orient="records")}
     if args.json:
@@ -75,7 +81,7 @@ def handle_show(args) -> int:
         from perfmodel.cli.common import attention_text
 
         stack = f"framework {args.framework}" if args.framework else "framework not stated (--framework)"
-        print(f"\nforward ops on {args.gpu}, {args.precision}, micro-batch 1, {stack}, {attention_text(args, flash)} "
+        print(f"\nforward ops on {args.gpu}, {precision}, micro-batch 1, {stack}, {attention_text(args, flash)} "
               "(efficiency = attained / dense peak):")
         print_table([{"op": r.op, "kind": r.kind, "time_us": r.time_s * 1e6, "efficiency": r.efficiency,
                       "bound": r.bound} for r in points.itertuples()])
