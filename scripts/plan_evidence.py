@@ -33,9 +33,7 @@ def memory_share(rows) -> dict:
     shares = []
     for _, row in rows.iterrows():
         try:  # rows the model cannot predict (a model not in the zoo, an unknown GPU) are left out
-            scenario = scenario_of(row)
-            scenario = scenario.model_copy(update={"plan": scenario.plan.model_copy(update={"memory_headroom": 0.0})})
-            result = perfmodel.estimate(scenario)
+            result = perfmodel.estimate(scenario_of(row))  # a measured run's plan: no headroom
         except ValueError:
             continue
         if result.feasible:

@@ -6,19 +6,21 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfmodel
+from perfmodel.calibration.validate import validate
 from perfmodel.chain import evaluate
 from perfmodel.choice import candidate_plan, choose_plan, pick, tie_band
 from perfmodel.cli import main
 from perfmodel.job import resolve
 from perfmodel.plan_search import NOT_HEADROOM, search
-from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, PLAN_FIELDS, PLAN_TIE_FRACTION, check_plans,
-                             conventional_order, enumerate_plans, memory_headroom, select, settings as plan_settings,
-                             within_headroom)
+from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, MEASURED_RUN_HEADROOM, PLAN_FIELDS, PLAN_TIE_FRACTION,
+                             check_plans, conventional_order, enumerate_plans, memory_headroom, select,
+                             settings as plan_settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError, load_scenario
 from scenario_helpers import INTRA
@@ -218,6 +220,25 @@ def test_a_fixed_plan_above_the_headroom_is_estimated_with_a_warning(tmp_path, c
     assert main(["estimate", str(path), "--memory-headroom", "0", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["warnings"] == [] and data["assumptions"]["memory_headroom"] == 0
+
+
+def test_a_measured_runs_open_fields_are_chosen_among_every_plan_that_fits():
+    """A measured run happened, so its plan fitted: validate chooses the fields a row leaves open
+    among every plan that fits at all (MEASURED_RUN_HEADROOM), while an estimate, which recommends a
+    plan, keeps the default headroom."""
+    case = scenario("gpt3-1.3b", "A100-SXM4-40GB", 8, 64)
+    roomy = perfmodel.estimate(case)
+    full = perfmodel.estimate({**case, "plan": {**case["plan"], "memory_headroom": MEASURED_RUN_HEADROOM}})
+    assert MEASURED_RUN_HEADROOM == 0.0
+    # the job is one where the headroom decides: its fastest plan uses more than 90 % of the GPU
+    assert full.memory["total"] > (1 - DEFAULT_MEMORY_HEADROOM) * full.memory["capacity"] >= roomy.memory["total"]
+    assert full.step_time_s < roomy.step_time_s
+    hardware = case["hardware"]
+    row = pd.DataFrame([{"id": "open-plan", "kind": "train", "gpu": hardware["gpu"], "num_gpus": hardware["num_gpus"],
+                         "gpus_per_node": hardware["gpus_per_node"], "intra": hardware["intra"],
+                         "metric": "step_time_s", "value": 1.0, "model": "gpt3-1.3b", "global_batch": 64}])
+    predicted = validate(row)["predicted"].iloc[0]
+    assert predicted == pytest.approx(full.step_time_s, rel=1e-9)
 
 
 # --- search: ties and the conventional choice -----------------------------------------------------

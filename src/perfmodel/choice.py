@@ -14,7 +14,8 @@ The rule, in full (:func:`pick`):
 
 1. Candidates must fit in GPU memory leaving ``plan.memory_headroom`` of it free
    (:func:`perfmodel.plans.within_headroom`, default
-   :data:`perfmodel.plans.DEFAULT_MEMORY_HEADROOM`).  When none does but some fit at all (a plan
+   :data:`perfmodel.plans.DEFAULT_MEMORY_HEADROOM`; a measured run's row none,
+   :data:`perfmodel.plans.MEASURED_RUN_HEADROOM`).  When none does but some fit at all (a plan
    the user fixed completely, or a tight one), step 2 runs on those and the choice carries a
    warning: the plan is estimated, not refused.
 2. Plans whose time per sample (step time / global batch; the step time itself when every
@@ -33,8 +34,8 @@ import numpy as np
 from perfmodel.calibration.intervals import ATTENTION_COLUMN, time_bounds
 from perfmodel.chain import evaluate
 from perfmodel.job import resolve
-from perfmodel.plans import (PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records, check_plans,
-                             conventional_order, default_sequence_parallel, default_zero, enumerate_plans,
+from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, PLAN_FIELDS, PLAN_TIE_FRACTION, as_arrays, as_records,
+                             check_plans, conventional_order, default_sequence_parallel, default_zero, enumerate_plans,
                              flash_attention_assumed, memory_headroom, reasons_from_mask, resolve_plan, select,
                              settings, within_framework, within_headroom)
 from perfmodel.profile import default_profile
@@ -96,11 +97,12 @@ def pick(plans: dict[str, np.ndarray], step_time_s: np.ndarray, band: float, seq
     return int(tied[order[0]]), len(tied)
 
 
-def plan_choice_text(choice: Choice) -> str:
-    """One line on how the open fields were chosen: the fastest alone, or the conventional plan
-    among the ties (how many, and how much slower than the fastest by the model)."""
+def plan_choice_text(choice: Choice, headroom: float = DEFAULT_MEMORY_HEADROOM) -> str:
+    """One line on how the open fields were chosen: the fastest alone (within the memory
+    ``headroom``, when there is one), or the conventional plan among the ties (how many, and how
+    much slower than the fastest by the model)."""
     if choice.ties <= 1 or choice.fastest_step_time_s is None:
-        return "the fastest plan that fits with the memory headroom"
+        return "the fastest plan that fits with the memory headroom" if headroom > 0 else "the fastest plan that fits"
     slower = choice.result["step_time_s"] / choice.fastest_step_time_s - 1
     return (f"{choice.ties} plans are within the model's tie band of the fastest (it cannot order them); "
             f"the most conventional of them is chosen ({slower:.1%} slower than the fastest by the model; "

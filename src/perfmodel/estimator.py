@@ -107,7 +107,7 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
                             "flash_attention": choice.plan["flash_attention"], "framework": framework}}
     if choice.chosen:
         base["assumptions"]["chosen_by_search"] = choice.chosen
-        base["assumptions"]["plan_choice"] = plan_choice_text(choice)
+        base["assumptions"]["plan_choice"] = plan_choice_text(choice, memory_headroom(scenario.plan))
     base["assumptions"]["memory_headroom"] = memory_headroom(scenario.plan)
     base["warnings"] = choice.warnings
     # fields filled from a reference: GPU specs, the usual fabric, the pooled framework traits

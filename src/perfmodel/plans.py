@@ -246,11 +246,21 @@ def reasons_from_mask(mask: int) -> list[str]:
 # utils/autobatch.py).  ``plan.memory_headroom`` overrides it.
 DEFAULT_MEMORY_HEADROOM = 0.10
 
+# The headroom of a measured run's plan (``validate`` and ``calibrate``): the run happened, so the
+# plan it used fitted in its GPU's memory, whatever margin it kept; the fields its source leaves
+# out are chosen among every plan that fits at all.  The default above is a margin to recommend,
+# not a fact about a run: 36 of the 722 published runs whose plans are stated need more than 90 %
+# of their GPU's memory by the model's accounting (the largest 0.994), and with the default
+# headroom the runs that state no recomputation were given it where the run could do without
+# (Megatron-Bridge's Llama-3.1-405B fp8 runs on 1,024 H100, never fitted: 0.73x and 0.75x of the
+# measured throughput with full recomputation, 0.99x and 1.03x without; docs/accuracy.md, session 40).
+MEASURED_RUN_HEADROOM = 0.0
+
 # Plans whose step times differ by less than this fraction are ties the model cannot resolve
 # (at most: the 80 % prediction interval's half-width when it is narrower,
 # :func:`perfmodel.choice.tie_band`).  A round value below the model's spread between plans of
 # one job: over 427 shipped training rows of 128 jobs (same source, model, GPU and GPU count,
-# different plans), the 80th percentile of |log(measured/predicted) - the job's mean| is 0.143
+# different plans), the 80th percentile of |log(measured/predicted) - the job's mean| is 0.142
 # (``scripts/plan_evidence.py``; tests/test_plan_choice.py checks the fraction stays below it).
 PLAN_TIE_FRACTION = 0.10
 

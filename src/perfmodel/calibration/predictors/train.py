@@ -3,7 +3,8 @@
 Each row is read as a :class:`~perfmodel.scenario.Scenario` (:func:`scenario_of`: its model,
 hardware, plan and run size); the plan fields it leaves empty are chosen by
 :func:`perfmodel.choice.choose_plans`, the rule ``estimate`` uses, so ``validate`` scores the
-function users call.  Rows that share a model and hardware are chosen in one vectorized call,
+function users call, among every plan that fits in memory at all: the run happened, so its plan
+fitted (:data:`perfmodel.plans.MEASURED_RUN_HEADROOM`).  Rows that share a model and hardware are chosen in one vectorized call,
 which is what makes calibration over hundreds of training rows affordable.  A row's
 ``framework`` (:data:`perfmodel.vocabulary.FRAMEWORKS`) selects its framework traits; a row without
 one, or with one the profile has no fitted value for, gets the pooled value and says so in
@@ -23,7 +24,7 @@ from perfmodel.calibration.row_workload import present, row_intra, row_model, wo
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
 from perfmodel.job import framework_spec, run_totals
-from perfmodel.plans import settings
+from perfmodel.plans import MEASURED_RUN_HEADROOM, settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
@@ -70,7 +71,7 @@ def _plan(row) -> Plan:
                 fields[column] = _flag(column, value)
             else:
                 fields[column] = _whole(column, value)
-    return Plan(**fields)
+    return Plan(**fields, memory_headroom=MEASURED_RUN_HEADROOM)
 
 
 def _hardware(row) -> dict:
