@@ -18,8 +18,8 @@ from perfmodel.choice import candidate_plan, choose_plan, pick, tie_band
 from perfmodel.cli import main
 from perfmodel.job import resolve
 from perfmodel.plan_search import NOT_HEADROOM, search
-from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, MEASURED_RUN_HEADROOM, PLAN_FIELDS, PLAN_TIE_FRACTION,
-                             check_plans, conventional_order, enumerate_plans, memory_headroom, select,
+from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, MEASURED_RUN_HEADROOM, PARTIAL_RECOMPUTE_EVERY, PLAN_FIELDS,
+                             PLAN_TIE_FRACTION, check_plans, conventional_order, enumerate_plans, memory_headroom, select,
                              settings as plan_settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError, load_scenario
@@ -239,6 +239,20 @@ def test_a_measured_runs_open_fields_are_chosen_among_every_plan_that_fits():
                          "metric": "step_time_s", "value": 1.0, "model": "gpt3-1.3b", "global_batch": 64}])
     predicted = validate(row)["predicted"].iloc[0]
     assert predicted == pytest.approx(full.step_time_s, rel=1e-9)
+
+
+def test_an_open_recomputation_can_be_partial():
+    """Where no recomputation does not fit and full recomputation does more than memory needs, the
+    choice recomputes part of the layers (every_k), as Megatron-LM's --recompute-num-layers does:
+    faster than full, and within the headroom."""
+    case = {"workload": {"model": "llama3-70b"}, "framework": "nemo",
+            "hardware": {"gpu": "GB200", "num_gpus": 64, "gpus_per_node": 64, "intra": "nvlink5"},
+            "plan": {"precision": "fp8", "tp": 1, "pp": 1, "dp": 64, "zero": 3, "micro_batch": 1, "global_batch": 128}}
+    chosen = perfmodel.estimate(case)
+    assert chosen.plan["recompute"] == "every_k" and chosen.plan["recompute_every"] in PARTIAL_RECOMPUTE_EVERY
+    assert chosen.memory["total"] <= (1 - DEFAULT_MEMORY_HEADROOM) * chosen.memory["capacity"]
+    assert not perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "none"}}).memory["fits"]
+    assert perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "full"}}).step_time_s > chosen.step_time_s
 
 
 # --- search: ties and the conventional choice -----------------------------------------------------

@@ -268,6 +268,15 @@ PLAN_TIE_FRACTION = 0.10
 # context, 32k and beyond; at 2k-8k one GPU holds a sequence's activations under TP)
 SHORT_SEQUENCE = 8192
 
+# every_k strides a chosen plan may use when its recomputation is open: half or three quarters of
+# the layers recomputed, the partial recomputation practitioners run when full recomputation is
+# more than memory needs (Megatron-LM's --recompute-num-layers, torchtitan's activation checkpointing
+# of every k-th layer).  Without them the choice had none or full only: NVIDIA's fp8 Llama-3-70B
+# and 405B runs on 64-256 B200/GB200 (checks, recomputation not stated) were predicted with full
+# recomputation at 0.67-0.87x their measured throughput, 0.73-1.00x with them (docs/accuracy.md,
+# session 40); no fitted row's choice changes.  ``search`` ranges over every power of two.
+PARTIAL_RECOMPUTE_EVERY = (2, 4)
+
 # recomputation from least to most recomputed work (ties share a rank)
 RECOMPUTE_RANK = {"none": 0, "selective": 1, "every_k": 2, "sqrt": 3, "full": 3}
 
@@ -344,8 +353,9 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
 
     Open fields range over: tp and cp powers of two up to a node, pp the divisors of the layer
     count up to the GPU count, vp 1/2/4, micro-batch powers of two up to the global batch,
-    recompute none/selective/full (CNNs: none/sqrt; selective only without flash attention,
-    whose kernel already recomputes the attention core), ZeRO 0-3.  ``dp`` follows from the
+    recompute none/selective/full and every_k for k in :data:`PARTIAL_RECOMPUTE_EVERY` (CNNs:
+    none/sqrt; selective only without flash attention, whose kernel already recomputes the
+    attention core), ZeRO 0-3.  ``dp`` follows from the
     others.  With a micro-batch but no global batch, one micro-batch per data-parallel rank at the
     largest data-parallel degree the fixed degrees allow, so every plan trains on the same number
     of samples per step.  With neither (the batch is open, as in a throughput benchmark that does
@@ -364,7 +374,13 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
     strategies = (("none", "full") if flash_attention else ("none", "selective", "full")) if transformer \
         else ("none", "sqrt")
-    recompute = [RECOMPUTE_CODES[plan.recompute]] if plan.recompute else [RECOMPUTE_CODES[s] for s in strategies]
+    if plan.recompute:
+        options = [(plan.recompute, plan.recompute_every or 1)]
+    else:
+        every = [plan.recompute_every] if plan.recompute_every else PARTIAL_RECOMPUTE_EVERY
+        options = [(name, 1) for name in strategies] + ([("every_k", k) for k in every if 1 < k < workload.layers]
+                                                       if transformer else [])
+    recompute = [RECOMPUTE_CODES[name] for name, _ in options]
     zero = _choices(plan.zero, [0, 1, 2, 3])
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
     open_batch = plan.global_batch is None and plan.micro_batch is None
@@ -380,7 +396,7 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
         plans["dp"] = np.full_like(plans["dp"], plan.dp)
     plans["global_batch"] = (plans["dp"] * plans["micro_batch"] if open_batch
                              else np.array(global_batch, dtype=np.int64))
-    plans["recompute_every"] = np.array(plan.recompute_every or 1, dtype=np.int64)
+    plans["recompute_every"] = np.asarray([k for _, k in options], dtype=np.int64).reshape(plans["recompute"].shape)
     sequence_parallel = plan.sequence_parallel if plan.sequence_parallel is not None else True
     plans["sequence_parallel"] = ((plans["tp"] > 1) & sequence_parallel).astype(np.int64)
     plans["offload"] = np.array(OFFLOAD_CODES[plan.offload or "none"], dtype=np.int64)
