@@ -249,11 +249,12 @@ DEFAULT_MEMORY_HEADROOM = 0.10
 # The headroom of a measured run's plan (``validate`` and ``calibrate``): the run happened, so the
 # plan it used fitted in its GPU's memory, whatever margin it kept; the fields its source leaves
 # out are chosen among every plan that fits at all.  The default above is a margin to recommend,
-# not a fact about a run: 36 of the 722 published runs whose plans are stated need more than 90 %
-# of their GPU's memory by the model's accounting (the largest 0.994), and with the default
+# not a fact about a run: 36 of the 722 published runs need more than 90 % of
+# their GPU's memory by the model's accounting of their plans (as stated, open fields chosen with
+# no headroom; the largest 0.994, scripts/plan_evidence.py), and with the default
 # headroom the runs that state no recomputation were given it where the run could do without
 # (Megatron-Bridge's Llama-3.1-405B fp8 runs on 1,024 H100, never fitted: 0.73x and 0.75x of the
-# measured throughput with full recomputation, 0.99x and 1.03x without; docs/accuracy.md, session 40).
+# measured throughput with full recomputation, 1.00x and 1.02x without; docs/accuracy.md, session 40).
 MEASURED_RUN_HEADROOM = 0.0
 
 # Plans whose step times differ by less than this fraction are ties the model cannot resolve
