@@ -19,8 +19,8 @@ from perfmodel.cli import main
 from perfmodel.job import resolve
 from perfmodel.plan_search import NOT_HEADROOM, search
 from perfmodel.plans import (DEFAULT_MEMORY_HEADROOM, MEASURED_RUN_HEADROOM, PARTIAL_RECOMPUTE_EVERY, PLAN_FIELDS,
-                             PLAN_TIE_FRACTION, check_plans, conventional_order, enumerate_plans, memory_headroom, select,
-                             settings as plan_settings, within_headroom)
+                             PLAN_TIE_FRACTION, RECOMPUTE_CODES, check_plans, conventional_order, enumerate_plans,
+                             memory_headroom, select, settings as plan_settings, within_headroom)
 from perfmodel.profile import default_profile
 from perfmodel.scenario import ScenarioError, load_scenario
 from scenario_helpers import INTRA
@@ -253,6 +253,44 @@ def test_an_open_recomputation_can_be_partial():
     assert chosen.memory["total"] <= (1 - DEFAULT_MEMORY_HEADROOM) * chosen.memory["capacity"]
     assert not perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "none"}}).memory["fits"]
     assert perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "full"}}).step_time_s > chosen.step_time_s
+
+
+def test_every_k_without_its_stride_chooses_one():
+    """recompute: every_k with recompute_every open chooses k among the partial strides (it was
+    read as k = 1, which recomputes nothing); the chosen k is one the estimate reports."""
+    case = scenario("gpt3-1.3b", "H100-SXM5-80GB", 8, 64)
+    chosen = perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "every_k"}})
+    assert chosen.plan["recompute"] == "every_k" and chosen.plan["recompute_every"] in PARTIAL_RECOMPUTE_EVERY
+    stated = perfmodel.estimate({**case, "plan": {**case["plan"], "recompute": "every_k",
+                                                  "recompute_every": chosen.plan["recompute_every"]}})
+    assert stated.step_time_s == pytest.approx(chosen.step_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("model,plan,message", [
+    ("gpt3-1.3b", {"recompute": "full", "recompute_every": 4}, "applies to recompute 'every_k' of a transformer only"),
+    ("resnet50", {"recompute_every": 2}, "applies to recompute 'every_k' of a transformer only"),
+    ("gpt3-1.3b", {"recompute_every": 1}, "recompute_every 1 with recompute open"),
+])
+def test_a_recompute_stride_that_cannot_apply_is_refused_by_name(model, plan, message):
+    """A recompute_every the plan cannot use is an error naming the field, never dropped."""
+    case = scenario(model, "A100-SXM4-80GB", 8, 64)
+    with pytest.raises(ValueError, match=message):
+        perfmodel.estimate({**case, "plan": {**case["plan"], **plan}})
+    with pytest.raises(ValueError, match=message):
+        search({**case, "plan": {**case["plan"], **plan}}, top=1)
+
+
+def test_a_stated_stride_with_an_open_strategy_is_among_the_choices():
+    """recompute_every with recompute open offers every_k at that stride beside none and full,
+    in the estimate's choice and in search alike."""
+    case = scenario("llama2-7b", "A100-SXM4-40GB", 8, 64)
+    stated = {**case, "plan": {**case["plan"], "recompute_every": 8}}
+    parsed, workload, cluster = resolve(stated)
+    grid = enumerate_plans(candidate_plan(parsed.plan), workload, cluster.num_gpus, cluster.gpus_per_node)
+    options = set(zip(np.ravel(grid["recompute"]).tolist(), np.ravel(grid["recompute_every"]).tolist()))
+    assert options == {(RECOMPUTE_CODES["none"], 1), (RECOMPUTE_CODES["full"], 1), (RECOMPUTE_CODES["every_k"], 8)}
+    found = search(stated, top=None)
+    assert set(found.loc[found["recompute"] == "every_k", "recompute_every"]) == {8}
 
 
 # --- search: ties and the conventional choice -----------------------------------------------------

@@ -338,6 +338,41 @@ def conventional_order(plans: dict[str, np.ndarray], seq_len: int | None, gpus_p
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
+def recompute_options_of(plan: Plan, workload, flash_attention: bool, strides, transformer_sqrt: bool) -> list:
+    """The ``(strategy, k)`` pairs a plan's recomputation ranges over (k is 1 but for every_k).
+
+    A fixed strategy is itself; every_k with ``recompute_every`` open takes each of ``strides``
+    below the layer count.  An open strategy ranges over none and full (selective too without
+    flash attention, whose kernel already recomputes the attention core; sqrt too when
+    ``transformer_sqrt``) and every_k for the plan's ``recompute_every`` or else each of
+    ``strides`` below the layer count; a CNN over none and sqrt.  ``recompute_every`` is
+    refused where it cannot apply (a CNN, or a fixed strategy other than every_k), never
+    dropped."""
+    transformer = workload.family == "transformer"
+    given = plan.recompute_every
+    if given is not None and given != 1 and (not transformer or plan.recompute not in (None, "every_k")):
+        what = f"recompute {plan.recompute!r}" if plan.recompute else f"a {workload.family} (no layer stack)"
+        raise ValueError(f"plan.recompute_every {given} applies to recompute 'every_k' of a transformer only, "
+                         f"not to {what}; leave recompute_every out or set recompute: every_k")
+    if plan.recompute and plan.recompute != "every_k":
+        return [(plan.recompute, 1)]
+    if not transformer:
+        return [("none", 1), ("sqrt", 1)]
+    if given == 1 and plan.recompute is None:
+        raise ValueError("plan.recompute_every 1 with recompute open names no partial recomputation (every_k "
+                         "with k = 1 recomputes nothing); give k >= 2, or set recompute")
+    ks = [given] if given is not None else [k for k in strides if 1 < k < workload.layers]
+    if plan.recompute == "every_k":
+        if not ks:
+            raise ValueError(f"plan.recompute 'every_k' needs recompute_every: the model's {workload.layers} "
+                             f"layers leave no stride of {list(strides)} below them to choose")
+        return [("every_k", k) for k in ks]
+    strategies = ("none", "full") + (("sqrt",) if transformer_sqrt else ())
+    if not flash_attention:
+        strategies = ("none", "selective") + strategies[1:]
+    return [(name, 1) for name in strategies] + [("every_k", k) for k in ks]
+
+
 def _divisors(n: int, limit: int) -> list[int]:
     """The divisors of ``n`` up to ``limit``, ascending (trial division up to sqrt(n))."""
     small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
@@ -373,14 +408,7 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     cp = _choices(plan.cp, [p for p in node_powers if p <= 8] if transformer else [1])
     pp = _choices(plan.pp, _divisors(workload.layers, num_gpus) if transformer else [1])
     vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
-    strategies = (("none", "full") if flash_attention else ("none", "selective", "full")) if transformer \
-        else ("none", "sqrt")
-    if plan.recompute:
-        options = [(plan.recompute, plan.recompute_every or 1)]
-    else:
-        every = [plan.recompute_every] if plan.recompute_every else PARTIAL_RECOMPUTE_EVERY
-        options = [(name, 1) for name in strategies] + ([("every_k", k) for k in every if 1 < k < workload.layers]
-                                                       if transformer else [])
+    options = recompute_options_of(plan, workload, flash_attention, PARTIAL_RECOMPUTE_EVERY, transformer_sqrt=False)
     recompute = [RECOMPUTE_CODES[name] for name, _ in options]
     zero = _choices(plan.zero, [0, 1, 2, 3])
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
@@ -505,15 +533,7 @@ def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_a
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
     global_batch = plan.global_batch or widest_dp * (plan.micro_batch or default_micro_batch(workload.family))
     micro = _choices(plan.micro_batch, _divisors(global_batch, global_batch))
-    if plan.recompute:
-        every = [plan.recompute_every or (2 if plan.recompute == "every_k" else 1)]
-        recompute_options = [(plan.recompute, k) for k in every]
-    elif transformer:
-        strategies = ("none", "full", "sqrt") if flash_attention else ("none", "selective", "full", "sqrt")
-        ks = [plan.recompute_every] if plan.recompute_every else [k for k in POWERS_OF_TWO if 1 < k < layers]
-        recompute_options = [(name, 1) for name in strategies] + [("every_k", k) for k in ks]
-    else:
-        recompute_options = [("none", 1), ("sqrt", 1)]
+    recompute_options = recompute_options_of(plan, workload, flash_attention, POWERS_OF_TWO, transformer_sqrt=True)
     sequence_parallel = ([int(plan.sequence_parallel)] if plan.sequence_parallel is not None
                          else [0, 1] if transformer else [0])
     offload = [OFFLOAD_CODES[plan.offload]] if plan.offload else list(OFFLOAD_CODES.values())

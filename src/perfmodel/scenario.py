@@ -116,7 +116,9 @@ class Plan(_Section):
     micro_batch: Count("micro_batch") | None = None
     global_batch: Count("global_batch") | None = None
     recompute: Literal[RECOMPUTE] | None = None  # type: ignore[valid-type]
-    recompute_every: Count("recompute_every") | None = Field(None, description="k for recompute: every_k")
+    recompute_every: Count("recompute_every") | None = Field(
+        None, description="k for recompute: every_k (one layer in k keeps its activations); with recompute "
+                          "open, every_k at this k is offered beside none and full; null: chosen")
     zero: Annotated[int, BeforeValidator(_not_boolean)] | None = Field(None, ge=0, le=3)
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
