@@ -25,7 +25,7 @@ from perfmodel.vocabulary import FRAMEWORKS
 TRAITS = [name for name, parameter in PARAMETERS.items() if parameter.per == "framework" and parameter.pools]
 SCENARIO = {"workload": {"model": "resnet50"},
             "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8, "gpus_per_node": 8},
-            "plan": {"precision": "fp16", "micro_batch": 128, "global_batch": 1024}}
+            "plan": {"precision": "fp16", "micro_batch": 128, "global_batch": 1024, "channels_last": True}}
 # a profile with values of its own for two frameworks and the pooled (median; with two, geometric-mean) value
 FITTED = {"framework_compute_efficiency[megatron]": 1.25, "framework_compute_efficiency[composer]": 0.8,
           "step_overhead[megatron]": 0.02, "step_overhead[composer]": 0.005}
@@ -148,8 +148,8 @@ def test_kernel_speed_scales_exactly_the_compute_step(efficiency):
 
 
 def synthetic_rows(frameworks=("megatron", "composer")) -> pd.DataFrame:
-    """ResNet-50, BERT-base and BERT-large rows on one and eight A100s at several batch sizes, per
-    framework (30 rows each)."""
+    """ResNet-50 (channels-last), BERT-base and BERT-large rows on one and eight A100s at several
+    batch sizes, per framework (30 rows each)."""
     rows = []
     for framework in frameworks:
         for model, extra in (("resnet50", {}), ("bert-base", {"seq_len": 128}), ("bert-large", {"seq_len": 128})):
@@ -159,7 +159,8 @@ def synthetic_rows(frameworks=("megatron", "composer")) -> pd.DataFrame:
                                  "gpu": "A100-SXM4-80GB", "num_gpus": gpus, "gpus_per_node": 8 if gpus > 1 else 1,
                                  "model": model, "precision": "fp16", "micro_batch": micro_batch,
                                  "global_batch": micro_batch * gpus, "framework": framework,
-                                 "metric": "samples_per_s", "value": 1.0, "source": "synthetic", **extra})
+                                 "metric": "samples_per_s", "value": 1.0, "source": "synthetic",
+                                 "channels_last": 1 if model == "resnet50" else None, **extra})
     return check_measurements(pd.DataFrame(rows))
 
 

@@ -75,7 +75,7 @@ _COMPUTE_TIMES = ("layer_fwd", "layer_bwd", "attn_fwd", "pre_fwd", "pre_bwd", "p
 
 
 def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, cp, sequence_parallel,
-                    cuda_graphs=False, framework=None) -> dict[str, np.ndarray]:
+                    cuda_graphs=False, framework=None, channels_last=True) -> dict[str, np.ndarray]:
     """Per-micro-batch compute terms for each plan, evaluated once per distinct (mb, tp, cp) and
     sequence-parallel setting (a transformer's norms and residual adds split over the
     tensor-parallel ranks or not); the host dispatches at
@@ -83,7 +83,8 @@ def _unique_compute(workload, gpu, precision, flash, profile, micro_batch, tp, c
     unique_mb, unique_tp, unique_cp, inverse = unique_plan_shapes(micro_batch, tp, cp)
     split = (np.asarray(sequence_parallel).ravel() > 0) & (workload.family == "transformer")
     terms = {on: _shape_compute(workload.ops(unique_mb, unique_tp, unique_cp, precision=precision,
-                                             flash_attention=flash, sequence_parallel=on),
+                                             flash_attention=flash, sequence_parallel=on,
+                                             channels_last=channels_last),
                                 workload, gpu, precision, profile, cuda_graphs, framework)
              for on in map(bool, np.unique(split))}
     either = next(iter(terms.values()))
@@ -154,9 +155,10 @@ def _shape_compute(table, workload, gpu, precision, profile, cuda_graphs, framew
 class ChainInputs:
     """What every step reads: the workload, the cluster (catalog), the plans as arrays of
     :data:`perfmodel.plans.PLAN_FIELDS`, the plan settings shared by all plans, the profile, the
-    scenario's data section, whether to write memory reasons, whether the step runs as CUDA graphs
-    and the training framework (a name of :data:`perfmodel.vocabulary.FRAMEWORKS`, the group of the
-    ``per="framework"`` parameters; None = not stated, their pooled value)."""
+    scenario's data section, whether to write memory reasons, whether the step runs as CUDA graphs,
+    the training framework (a name of :data:`perfmodel.vocabulary.FRAMEWORKS`, the group of the
+    ``per="framework"`` parameters; None = not stated, their pooled value) and whether a CNN's
+    activations are held channels-last (:data:`perfmodel.vocabulary.CONV_TRANSPOSE_PRECISIONS`)."""
 
     workload: Any
     cluster: Cluster
@@ -169,6 +171,7 @@ class ChainInputs:
     memory_reasons: bool = False
     cuda_graphs: bool = False
     framework: str | None = None
+    channels_last: bool = True
 
     def degree(self, name: str) -> np.ndarray:
         """A plan field as floats (degrees, batch sizes)."""
@@ -201,7 +204,7 @@ def _compute(inputs: ChainInputs, so_far: dict) -> dict:
     plans, pp = inputs.plans, inputs.degree("pp")
     c = _unique_compute(inputs.workload, inputs.cluster.gpu, inputs.precision, inputs.flash_attention,
                         inputs.profile, plans["micro_batch"], plans["tp"], plans["cp"], plans["sequence_parallel"],
-                        inputs.cuda_graphs, inputs.framework)
+                        inputs.cuda_graphs, inputs.framework, inputs.channels_last)
     speed = inputs.profile.get("framework_compute_efficiency", inputs.framework)
     c.update({name: c[name] / speed for name in _COMPUTE_TIMES})
     micro_batches = inputs.degree("global_batch") / (inputs.degree("dp") * inputs.degree("micro_batch"))
@@ -636,7 +639,7 @@ def _rates(inputs: ChainInputs, values: dict) -> dict:
 def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
               flash_attention: bool, optimizer: str, profile, data=None, memory_reasons: bool = False,
               steps: dict[str, Callable] | None = None, cuda_graphs: bool = False,
-              framework: str | None = None) -> ChainResult:
+              framework: str | None = None, channels_last: bool = True) -> ChainResult:
     """Run the :data:`STEPS` in order over the plans and keep what each produced.
 
     ``steps`` replaces steps by name: ``{"tp_comm": my_tp_comm}`` where ``my_tp_comm(inputs,
@@ -648,7 +651,7 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
         raise ValueError(f"unknown chain step(s) {unknown}; steps: {', '.join(STEPS)}")
     require_network(cluster)
     inputs = ChainInputs(workload, cluster, plans, precision, flash_attention, optimizer, profile, data,
-                         memory_reasons, cuda_graphs, framework)
+                         memory_reasons, cuda_graphs, framework, channels_last)
     values: dict[str, Any] = {"links": comm.link_numbers(cluster, profile)}
     produced = {}
     for name, default in STEPS.items():
@@ -660,7 +663,8 @@ def run_chain(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, preci
 def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precision: str,
              flash_attention: bool, optimizer: str, profile, data=None,
              memory_reasons: bool = False, steps: dict[str, Callable] | None = None,
-             cuda_graphs: bool = False, framework: str | None = None) -> dict[str, np.ndarray]:
+             cuda_graphs: bool = False, framework: str | None = None,
+             channels_last: bool = True) -> dict[str, np.ndarray]:
     """Every estimate quantity for every plan (arrays of the plans' length): the outputs of
     :func:`run_chain`.
 
@@ -673,7 +677,8 @@ def evaluate(workload, cluster: Cluster, plans: dict[str, np.ndarray], *, precis
     """
     return run_chain(workload, cluster, plans, precision=precision, flash_attention=flash_attention,
                      optimizer=optimizer, profile=profile, data=data, memory_reasons=memory_reasons,
-                     steps=steps, cuda_graphs=cuda_graphs, framework=framework).outputs
+                     steps=steps, cuda_graphs=cuda_graphs, framework=framework,
+                     channels_last=channels_last).outputs
 
 
 def host_log_sensitivity(pass_slowdown, compute_share):

@@ -23,7 +23,7 @@ from perfmodel.hardware.catalog import Catalog
 from perfmodel.job import framework_spec, hardware_summary, resolve, run_totals
 from perfmodel.models.compute import attention_factor, host_dispatch_seconds, host_scale_is_prior
 from perfmodel.parameters import PARAMETERS
-from perfmodel.plans import memory_headroom, sequence_parallel_assumed, zero_assumed
+from perfmodel.plans import channels_last_assumed, memory_headroom, sequence_parallel_assumed, zero_assumed
 from perfmodel.profile import CalibrationProfile, default_profile
 from perfmodel.scenario import Scenario
 from perfmodel.vocabulary import ASYNC_ATTENTION_FRAMEWORKS, ASYNC_TENSOR_CORE_ARCHITECTURES
@@ -125,11 +125,12 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         base["assumptions"]["assumed"] = assumed
     if not choice.valid:
         return Estimate(feasible=False, reasons=choice.reasons, **base)
-    def chosen_plan_under(with_profile: CalibrationProfile, memory_reasons: bool = False) -> dict:
+    def chosen_plan_under(with_profile: CalibrationProfile, memory_reasons: bool = False,
+                          channels_last: bool = choice.plan["channels_last"]) -> dict:
         return evaluate(workload, cluster, choice.arrays, precision=choice.plan["precision"],
                         flash_attention=choice.plan["flash_attention"], optimizer=choice.plan["optimizer"],
                         profile=with_profile, data=scenario.data, memory_reasons=memory_reasons,
-                        cuda_graphs=choice.plan["cuda_graphs"], framework=framework)
+                        cuda_graphs=choice.plan["cuda_graphs"], framework=framework, channels_last=channels_last)
 
     result = chosen_plan_under(profile, memory_reasons=True)
     attention = choice.result.get(ATTENTION_COLUMN, 0.0)  # != 0 only where the attention kernel was assumed and matters
@@ -147,6 +148,11 @@ def estimate(scenario: Scenario | str | dict, catalog: Catalog | None = None,
         te = chosen_plan_under(profile.with_values(**{f"attention_efficiency[{architecture}]": te_rate}))
         base["assumptions"].setdefault("assumed", []).append(
             attention_kernel_assumption(architecture, float(te["step_time_s"][0] / result["step_time_s"][0])))
+    if channels_last_assumed(scenario.plan, framework, workload.family, choice.plan["precision"]):
+        other = chosen_plan_under(profile, channels_last=not choice.plan["channels_last"])
+        base["assumptions"].setdefault("assumed", []).append(
+            layout_assumption(framework, choice.plan["channels_last"],
+                              float(other["step_time_s"][0] / result["step_time_s"][0])))
     if framework is None:
         line = eager_assumption(workload, int(choice.plan["micro_batch"]))
         if line:
@@ -172,6 +178,15 @@ def flash_assumption(framework: str | None, fused: bool, other_over_assumed: flo
     assumed, other = ("fused (FlashAttention)", "unfused") if fused else ("unfused", "fused (FlashAttention)")
     return (f"{who}: attention assumed {assumed}; {other}, the step takes "
             f"{other_over_assumed - 1:+.0%} -- set plan.flash_attention to say which")
+
+
+def layout_assumption(framework: str | None, channels_last: bool, other_over_assumed: float) -> str:
+    """The assumed-input line of a CNN layout taken as the default (:func:`perfmodel.plans.channels_last_assumed`;
+    ``channels_last``: which one), with how much the step changes with the other layout."""
+    who = f"framework {framework!r} has no layout default" if framework else "framework not stated"
+    assumed, other = ("channels-last (NHWC)", "NCHW") if channels_last else ("NCHW", "channels-last (NHWC)")
+    return (f"{who}: convolution activations assumed {assumed}; {other}, the step takes "
+            f"{other_over_assumed - 1:+.0%} -- set plan.channels_last to say which")
 
 
 def attention_kernel_assumption(architecture: str, te_over_assumed: float) -> str:

@@ -25,8 +25,9 @@ import numpy as np
 
 from perfmodel.models import memory, recompute
 from perfmodel.scenario import Plan
-from perfmodel.vocabulary import (FRAMEWORK_FLASH_ATTENTION, FRAMEWORK_FLASH_ATTENTION_ASSUMED, FRAMEWORK_LACKS,
-                                  FRAMEWORK_SEQUENCE_PARALLEL, FRAMEWORK_ZERO, OFFLOAD_TARGETS)
+from perfmodel.vocabulary import (CONV_TRANSPOSE_PRECISIONS, FRAMEWORK_CHANNELS_LAST, FRAMEWORK_FLASH_ATTENTION,
+                                  FRAMEWORK_FLASH_ATTENTION_ASSUMED, FRAMEWORK_LACKS, FRAMEWORK_SEQUENCE_PARALLEL,
+                                  FRAMEWORK_ZERO, OFFLOAD_TARGETS)
 from perfmodel.vocabulary import RECOMPUTE_STRATEGIES as RECOMPUTE
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute",
@@ -89,6 +90,21 @@ def flash_attention_assumed(plan: Plan, gpu, framework: str | None) -> bool:
             and can_fuse_attention(gpu))
 
 
+def default_channels_last(framework: str | None, precision: str) -> bool:
+    """Whether a CNN's activations are held channels-last (NHWC) when the plan does not say: where
+    ``framework``'s recipes do at ``precision`` (:data:`perfmodel.vocabulary.FRAMEWORK_CHANNELS_LAST`),
+    else NCHW, the default memory format of PyTorch, MXNet and PaddlePaddle."""
+    return precision in FRAMEWORK_CHANNELS_LAST.get(framework, ())
+
+
+def channels_last_assumed(plan: Plan, framework: str | None, family: str, precision: str) -> bool:
+    """True when a CNN's layout was assumed and matters: the plan does not set ``channels_last``,
+    ``framework`` (None: not stated) has no recipe default for it, and ``precision`` is one whose
+    convolutions pay transposes when NCHW (:data:`~perfmodel.vocabulary.CONV_TRANSPOSE_PRECISIONS`); :func:`default_channels_last` says which was assumed."""
+    return (plan.channels_last is None and family == "cnn" and precision in CONV_TRANSPOSE_PRECISIONS
+            and framework not in FRAMEWORK_CHANNELS_LAST)
+
+
 def default_sequence_parallel(plan: Plan, framework: str | None = None) -> bool | None:
     """Sequence parallelism for a plan that does not say: ``framework``'s default where it has one
     (:data:`perfmodel.vocabulary.FRAMEWORK_SEQUENCE_PARALLEL`: off for Megatron-LM), else None (on
@@ -131,14 +147,18 @@ def zero_assumed(plan: Plan, framework: str | None, dp: int) -> bool:
 def settings(plan: Plan, gpu, framework: str | None = None) -> dict:
     """The plan fields that are one value for every candidate: precision (:func:`default_precision`),
     flash attention (:func:`default_flash_attention` of the GPU and ``framework``), the optimizer
-    (Adam) and CUDA graphs (off: eager PyTorch, as Megatron-LM runs by default).  Without a
-    ``gpu`` (the memory planner): bf16 and flash attention on."""
+    (Adam), CUDA graphs (off: eager PyTorch, as Megatron-LM runs by default) and a CNN's layout
+    (:func:`default_channels_last` of ``framework`` and the precision).  Without a ``gpu`` (the
+    memory planner): bf16 and flash attention on."""
     flash = plan.flash_attention
     if flash is None:
         flash = default_flash_attention(gpu, framework)
     precision = plan.precision or (default_precision(gpu) if gpu is not None else "bf16")
+    channels_last = plan.channels_last
+    if channels_last is None:
+        channels_last = default_channels_last(framework, precision)
     return {"precision": precision, "flash_attention": bool(flash), "optimizer": plan.optimizer or "adam",
-            "cuda_graphs": bool(plan.cuda_graphs)}
+            "cuda_graphs": bool(plan.cuda_graphs), "channels_last": bool(channels_last)}
 
 
 def default_micro_batch(family: str) -> int:
@@ -572,7 +592,7 @@ def as_records(plans: dict[str, np.ndarray]) -> list[dict]:
 
 # --- one plan without a cluster: the memory planner -----------------------------------------------
 
-SETTING_FIELDS = ("precision", "flash_attention", "optimizer", "cuda_graphs", "memory_headroom")
+SETTING_FIELDS = ("precision", "flash_attention", "optimizer", "cuda_graphs", "channels_last", "memory_headroom")
 
 
 def _plan_dict(plan) -> dict:

@@ -124,6 +124,10 @@ class Plan(_Section):
     flash_attention: bool | None = None
     cuda_graphs: bool | None = Field(
         None, description="run each micro-batch's passes as CUDA graphs: no per-kernel host dispatch (default false)")
+    channels_last: bool | None = Field(
+        None, description="a CNN's activations held channels-last (NHWC); false: NCHW, whose 16-bit "
+                          "convolutions cuDNN brackets with layout transposes; null: the framework's recipe "
+                          "(perfmodel.vocabulary.FRAMEWORK_CHANNELS_LAST), else NCHW")
     optimizer: Literal[OPTIMIZERS] | None = None  # type: ignore[valid-type]
     offload: Literal[OFFLOAD_TARGETS] | None = Field(  # type: ignore[valid-type]
         None, description="state kept in host memory over PCIe (ZeRO-Offload): none, optimizer, weights, both")

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 __all__ = ["TRAIN_PRECISIONS", "MIXED_PRECISIONS", "FULL_PRECISIONS", "ELEMENT_BYTES", "ACTIVATION_BYTES",
            "GEMM_OUTPUT_BYTES", "RECOMPUTE_STRATEGIES", "OPTIMIZERS", "OFFLOAD_TARGETS", "FRAMEWORKS", "FRAMEWORK_FLASH_ATTENTION",
+           "CONV_TRANSPOSE_PRECISIONS", "FRAMEWORK_CHANNELS_LAST",
            "FRAMEWORK_FLASH_ATTENTION_ASSUMED", "ASYNC_TENSOR_CORE_ARCHITECTURES", "ASYNC_ATTENTION_FRAMEWORKS",
            "FRAMEWORK_SEQUENCE_PARALLEL", "FRAMEWORK_LACKS",
            "ZERO3_REGATHER_ON_RECOMPUTE", "DP_REDUCE_AFTER_BACKWARD", "TP_DGRAD_OVERLAP",
@@ -122,6 +123,41 @@ FRAMEWORK_FLASH_ATTENTION = {"composer": True, "torchtitan": True, "nemo": True,
 #             default, fuses -- hence an assumption, not a default of FRAMEWORK_FLASH_ATTENTION.
 FRAMEWORK_FLASH_ATTENTION_ASSUMED = {"megatron": False}
 
+# Convolution layouts (Plan.channels_last).  cuDNN's 16-bit tensor-core convolution kernels take
+# NHWC (channels-last) tensors; given NCHW ones, cuDNN transposes them to NHWC and back around the
+# convolution (NVIDIA cuDNN documentation, Legacy API, "Tensor Transformations"), so a CNN held NCHW
+# pays extra memory passes on every convolution at these precisions (fp8 training runs its
+# convolutions in bf16; perfmodel.workloads.cnn.transpose_bytes).  FP32 runs on CUDA cores, which
+# read NCHW directly.  ASSUMPTION (shown where it matters): TF32 convolutions need no transposes
+# either -- NVIDIA's own speed-tuned recipes hold NHWC at 16 bits only and NCHW at TF32
+# (DeepLearningExamples' PyTorch ConvNets configs.yml, MXNet RN50 runner, PaddlePaddle RN50 TF32
+# scripts; TensorFlow's layout optimizer switches to NHWC only when most convolutions are fp16),
+# which they would not do if NCHW cost TF32 the ~30 % it costs fp16.
+CONV_TRANSPOSE_PRECISIONS = ("fp16", "bf16", "fp8")
+# The precisions at which a framework's recipes hold a CNN channels-last (NHWC) when a plan does not
+# say; at every other precision they hold it NCHW, the default memory format of PyTorch
+# (torch.contiguous_format), MXNet and PaddlePaddle.  A framework absent here (pytorch, jax, the LLM
+# stacks, or none stated) has no recipe: NCHW is assumed and the estimate lists it
+# (perfmodel.plans.channels_last_assumed).  Sources (NVIDIA/DeepLearningExamples):
+#   dle-pytorch     AMP: PyTorch/Classification/ConvNets/configs.yml gives every AMP entry
+#                   `memory_format: nhwc`, TF32/FP32 none (main.py's --memory-format defaults to
+#                   nchw); Detection/SSD main.py's --data-layout defaults to channels_last;
+#                   Segmentation/nnUNet scripts/benchmark.py adds --layout NDHWC for AMP in 3-D;
+#                   Segmentation/MaskRCNN config defaults.py sets _C.NHWC = True.  Rows whose run
+#                   differs (nnU-Net 2-D; the 2020 NGC 20.06 ConvNets scripts; Lambda's scripts,
+#                   which call main.py without --memory-format) say so in their channels_last column.
+#   dle-mxnet       MxNet/Classification/RN50v1.5 runner: float16 passes --conv-layout NHWC
+#                   --batchnorm-layout NHWC --pooling-layout NHWC; float32 the NCHW defaults.
+#   dle-paddle      PaddlePaddle/Classification/RN50v1.5: the AMP benchmark command passes
+#                   --data-layout NHWC; the TF32 scripts take the NCHW default.
+#   dle-tensorflow, tensorflow  TensorFlow's layout optimizer (grappler GenericLayoutOptimizer:
+#                   NHWC when at least half the convolutions are fp16 on Volta or newer, else NCHW
+#                   on a GPU) and XLA's GPU layout assignment (NHWC for fp16 on Volta and newer)
+#                   pick the layout at run time, whatever the script's data_format.
+FRAMEWORK_CHANNELS_LAST: dict[str, tuple[str, ...]] = {
+    "dle-pytorch": ("fp16", "bf16"), "dle-mxnet": ("fp16",), "dle-paddle": ("fp16",),
+    "dle-tensorflow": ("fp16",), "tensorflow": ("fp16",)}
+
 # GPU architectures whose tensor cores are fed asynchronously (Hopper: warpgroup MMA, ``wgmma``, with
 # operands brought in by the Tensor Memory Accelerator; Blackwell: ``tcgen05`` MMA): a fused attention
 # kernel written for them overlaps its softmax with the next block's matmuls, which a
@@ -195,6 +231,10 @@ GRAPH_FRAMEWORKS = ("dle-tensorflow", "tensorflow", "jax")
 #     full-width embedding (its stored log pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16
 #     prints adaptive=False, #params = 191948759), the zoo's transformer-xl-*-full-softmax, not the
 #     adaptive-softmax models DeepLearningExamples' own README tables ran (wt103_{base,large}.yaml);
+#   - runs DeepLearningExamples' ConvNets main.py directly with the config's flags, never through
+#     launch.py and configs.yml, and passes no --memory-format (scripts/config_v1/config_pytorch_80GB.sh,
+#     config_v2/config_pytorch_80GB.sh @ bec5f14c: `--amp --static-loss-scale 256 ...`), so its CNNs
+#     run in main.py's default NCHW layout, not the recipe's NHWC; its SSD fork has no layout option;
 #   - exports NCCL_P2P_DISABLE=1 before every multi-GPU launch (pytorch/scripts/benchmark_pytorch.sh
 #     @ 0a684b62; another stored version, @ f83874d8, does not, and which one ran the published
 #     tables is not recorded), so NCCL moves data through host memory over each GPU's PCIe link
@@ -208,13 +248,17 @@ class Harness(NamedTuple):
     models_why: str
     peer_to_peer: bool         # False: intra-node collectives over the GPU's PCIe link (NCCL_P2P_DISABLE)
     peer_to_peer_why: str
+    channels_last: bool | None  # the CNN layout its scripts run (None: the framework's recipe)
+    channels_last_why: str
 
 
 HARNESSES = (Harness(re.compile(r"\blambda\b", re.IGNORECASE),
                      {"transformer-xl-base": "transformer-xl-base-full-softmax",
                       "transformer-xl-large": "transformer-xl-large-full-softmax"},
                      "Lambda's deeplearning-benchmark scripts run Transformer-XL's train.py without --adaptive",
-                     False, "Lambda's deeplearning-benchmark scripts export NCCL_P2P_DISABLE=1"),)
+                     False, "Lambda's deeplearning-benchmark scripts export NCCL_P2P_DISABLE=1",
+                     False, "Lambda's deeplearning-benchmark scripts run main.py without --memory-format "
+                            "(its default NCHW)"),)
 
 
 def harness_of(software: str | None) -> Harness | None:

@@ -1,8 +1,9 @@
 """The workload a measurement row describes: its ``model`` and shape columns as a
 :class:`~perfmodel.scenario.WorkloadSpec`, built once per distinct spec.  A row whose software is a
 benchmark harness that builds the named model its own way gets the model as built
-(:func:`perfmodel.vocabulary.harness_model`), and one whose harness turns off NCCL's peer-to-peer
-transport runs its collectives over the GPU's PCIe link (:func:`row_intra`).
+(:func:`perfmodel.vocabulary.harness_model`), one whose harness turns off NCCL's peer-to-peer
+transport runs its collectives over the GPU's PCIe link (:func:`row_intra`), and one whose harness
+holds a CNN in a layout of its own runs it so (:func:`row_channels_last`).
 
 Shared by the train predictor (:mod:`perfmodel.calibration.predictors.train`), the calibration's
 parameter groups (:func:`perfmodel.calibration.fit.row_groups`) and the interval
@@ -20,7 +21,7 @@ from perfmodel.scenario import WorkloadSpec
 from perfmodel.vocabulary import harness_model, harness_of
 from perfmodel.workloads import workload_from_spec
 
-__all__ = ["present", "row_model", "row_intra", "workload_spec", "workload_of_spec"]
+__all__ = ["present", "row_model", "row_intra", "row_channels_last", "workload_spec", "workload_of_spec"]
 
 
 def present(value) -> bool:
@@ -51,6 +52,18 @@ def row_intra(row, catalog) -> tuple[str | None, str | None]:
     if generation is None or stated == link:
         return stated, None
     return link, f"intra = {link}: {harness.peer_to_peer_why} (collectives through host memory over the GPU's PCIe link)"
+
+
+def row_channels_last(row) -> tuple[bool | None, str | None]:
+    """(the CNN layout the row's harness ran, why) when the row leaves ``channels_last`` empty and
+    its harness (:data:`perfmodel.vocabulary.HARNESSES`) runs a layout of its own; (None, None)
+    otherwise (the row's column, else the framework's recipe, decides)."""
+    if present(row.get("channels_last")):
+        return None, None
+    harness = harness_of(row.get("software") if present(row.get("software")) else None)
+    if harness is None or harness.channels_last is None:
+        return None, None
+    return harness.channels_last, f"channels_last = {int(harness.channels_last)}: {harness.channels_last_why}"
 
 
 def workload_spec(row) -> WorkloadSpec:

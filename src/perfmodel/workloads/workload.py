@@ -195,17 +195,18 @@ class Workload:
         return self.params if self.active_params is None else self.active_params
 
     def ops(self, micro_batch=1, tp=1, cp=1, precision: str = "bf16", flash_attention: bool = True,
-            sequence_parallel: bool = False) -> OpTable:
+            sequence_parallel: bool = False, channels_last: bool = True) -> OpTable:
         """The op table for a plan; ``micro_batch``/``tp``/``cp`` may be integer arrays that broadcast;
         ``sequence_parallel`` (transformers) splits the norms and residual adds over the
-        tensor-parallel ranks.
+        tensor-parallel ranks; ``channels_last`` False (CNNs) holds the activations NCHW, so every
+        tensor-core convolution is bracketed by layout transposes (:func:`perfmodel.workloads.cnn.cnn_ops`).
 
         Tables are memoised (they depend only on these arguments) and read-only: calibration and
         search ask for the same few tables many times."""
         if sequence_parallel and self.family != "transformer":
             raise ValueError(f"sequence_parallel applies to transformers only, not to {self.name} ({self.family})")
         key = tuple((a.shape, a.tobytes(), a.dtype.str) for a in map(np.asarray, (micro_batch, tp, cp)))
-        return _cached_ops(self, key, precision, bool(flash_attention), bool(sequence_parallel))
+        return _cached_ops(self, key, precision, bool(flash_attention), bool(sequence_parallel), bool(channels_last))
 
     def plan_valid(self, tp=1, cp=1) -> np.ndarray:
         """Boolean (array) of the ``tp``/``cp`` values ``ops()`` accepts for this workload, so a
@@ -260,10 +261,13 @@ class Workload:
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_ops(workload: Workload, key, precision: str, flash_attention: bool, sequence_parallel: bool) -> OpTable:
+def _cached_ops(workload: Workload, key, precision: str, flash_attention: bool, sequence_parallel: bool,
+                channels_last: bool = True) -> OpTable:
     """The builder's table for ``key`` = ((shape, bytes, dtype) of micro_batch, tp, cp), read-only."""
     micro_batch, tp, cp = (np.frombuffer(data, dtype=dtype).reshape(shape) for shape, data, dtype in key)
     split = {"sequence_parallel": True} if sequence_parallel else {}  # CNN builders have no such argument
+    if workload.family == "cnn" and not channels_last:  # transformer builders have no such argument
+        split["channels_last"] = False
     table = workload.builder(micro_batch=micro_batch, tp=tp, cp=cp, precision=precision,
                              flash_attention=flash_attention, **split)
     for column in ("repeat", "fp32", "expert", "m", "n", "k", "batch_gemms", "flops", "bytes", "params", "saved_bytes"):

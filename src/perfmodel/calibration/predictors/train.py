@@ -20,16 +20,17 @@ import pandas as pd
 
 from perfmodel.calibration.intervals import TERM_COLUMNS
 from perfmodel.calibration.measurements import METRICS as MEASUREMENT_METRICS
-from perfmodel.calibration.row_workload import present, row_intra, row_model, workload_of_spec, workload_spec
+from perfmodel.calibration.row_workload import (present, row_channels_last, row_intra, row_model, workload_of_spec,
+                                                workload_spec)
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
 from perfmodel.job import framework_spec, run_totals
-from perfmodel.plans import MEASURED_RUN_HEADROOM, settings
+from perfmodel.plans import MEASURED_RUN_HEADROOM, channels_last_assumed, settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
 # plan fields beyond the measurement format's that a row may carry as extra columns
-CHOSEN_COLUMNS = ("recompute_every", "sequence_parallel", "offload", "flash_attention")
+CHOSEN_COLUMNS = ("recompute_every", "sequence_parallel", "offload", "flash_attention", "channels_last")
 METRICS = MEASUREMENT_METRICS["train"]
 
 
@@ -41,7 +42,8 @@ FLAG_VALUES = {"0": False, "1": True, "false": False, "true": True}  # what a 0/
 
 
 def _flag(column: str, value) -> bool:
-    """A 0/1 plan column (``sequence_parallel``, ``flash_attention``); anything else is refused."""
+    """A 0/1 plan column (``sequence_parallel``, ``flash_attention``, ``channels_last``); anything else
+    is refused."""
     text = str(value).strip().lower()
     text = text[:-2] if text.endswith(".0") else text
     if text not in FLAG_VALUES:
@@ -67,7 +69,7 @@ def _plan(row) -> Plan:
             value = row[column]
             if column in ("precision", "recompute", "offload"):
                 fields[column] = str(value).strip()
-            elif column in ("sequence_parallel", "flash_attention"):
+            elif column in ("sequence_parallel", "flash_attention", "channels_last"):
                 fields[column] = _flag(column, value)
             else:
                 fields[column] = _whole(column, value)
@@ -91,13 +93,19 @@ def scenario_of(row) -> Scenario:
                     framework=framework, run=RunSpec(**run) if run else None)
 
 
-def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, str | None]:
-    """The scenario with its intra-node link as the row's harness ran it (:func:`row_intra`), and
-    the assumed-input line (None when unchanged)."""
+def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, list[str]]:
+    """The scenario with its intra-node link (:func:`row_intra`) and its CNN layout
+    (:func:`row_channels_last`) as the row's harness ran them, and the assumed-input lines."""
     intra, why = row_intra(row, catalog)
-    if why is None:
-        return scenario, None
-    return scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"intra": intra})}), why
+    lines = []
+    if why is not None:
+        scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"intra": intra})})
+        lines.append(why)
+    layout, why = row_channels_last(row)
+    if why is not None:
+        scenario = scenario.model_copy(update={"plan": scenario.plan.model_copy(update={"channels_last": layout})})
+        lines.append(why)
+    return scenario, lines
 
 
 def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
@@ -126,11 +134,11 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
         try:
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
-            scenario, linked = harness_link(row, scenario_of(row), catalog)
+            scenario, harnessed = harness_link(row, scenario_of(row), catalog)
             workload = workload_of_spec(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
-            assumed += [line for line in (row_model(row)[1], linked) if line]
+            assumed += [line for line in (row_model(row)[1], *harnessed) if line]
             spec, binned = framework_spec(scenario.workload, workload, scenario.framework)
             if binned:
                 assumed.append(binned)
@@ -139,8 +147,12 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
                 pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
             if pooled[scenario.framework]:
                 assumed.append(framework_assumption(scenario.framework))
+            fixed = settings(scenario.plan, cluster.gpu, scenario.framework)
+            if channels_last_assumed(scenario.plan, scenario.framework, workload.family, fixed["precision"]):
+                assumed.append(f"channels_last = {int(fixed['channels_last'])}: the layout is not stated and "
+                               f"{scenario.framework or 'no framework'} has no recipe for it")
             out.at[index, "assumed"] = "; ".join(assumed) or None
-            cluster.gpu.peak(settings(scenario.plan, cluster.gpu, scenario.framework)["precision"])
+            cluster.gpu.peak(fixed["precision"])
         except ValueError as error:
             out.at[index, "reason"] = str(error).splitlines()[0]
             continue
