@@ -86,26 +86,25 @@ def _hardware(row) -> dict:
 
 
 def scenario_of(row) -> Scenario:
-    """The scenario a ``train`` measurement row describes (its model, hardware, plan and run size)."""
+    """The scenario a ``train`` measurement row describes (its model, hardware, plan and run size),
+    its CNN layout as its harness ran it where the row does not say (:func:`row_channels_last`)."""
     run = {column: row.get(column) for column in ("train_samples", "train_tokens") if present(row.get(column))}
     framework = str(row["framework"]).strip() if present(row.get("framework")) else None
-    return Scenario(workload=workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=_plan(row),
+    plan = _plan(row)
+    layout = row_channels_last(row)[0]
+    if layout is not None:
+        plan = plan.model_copy(update={"channels_last": layout})
+    return Scenario(workload=workload_spec(row), hardware=HardwareSpec(**_hardware(row)), plan=plan,
                     framework=framework, run=RunSpec(**run) if run else None)
 
 
-def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, list[str]]:
-    """The scenario with its intra-node link (:func:`row_intra`) and its CNN layout
-    (:func:`row_channels_last`) as the row's harness ran them, and the assumed-input lines."""
+def harness_link(row, scenario: Scenario, catalog) -> tuple[Scenario, str | None]:
+    """The scenario with its intra-node link as the row's harness ran it (:func:`row_intra`), and
+    the assumed-input line (None when unchanged)."""
     intra, why = row_intra(row, catalog)
-    lines = []
-    if why is not None:
-        scenario = scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"intra": intra})})
-        lines.append(why)
-    layout, why = row_channels_last(row)
-    if why is not None:
-        scenario = scenario.model_copy(update={"plan": scenario.plan.model_copy(update={"channels_last": layout})})
-        lines.append(why)
-    return scenario, lines
+    if why is None:
+        return scenario, None
+    return scenario.model_copy(update={"hardware": scenario.hardware.model_copy(update={"intra": intra})}), why
 
 
 def _metric_value(metric: str, result: dict, workload, cluster, run) -> tuple[float, str | None]:
@@ -134,11 +133,11 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
         try:
             if row["metric"] not in METRICS:
                 raise ValueError(f"metric {row['metric']!r} is not a train metric; allowed: {', '.join(METRICS)}")
-            scenario, harnessed = harness_link(row, scenario_of(row), catalog)
+            scenario, linked = harness_link(row, scenario_of(row), catalog)
             workload = workload_of_spec(scenario.workload.model_dump_json())
             cluster = catalog.cluster(**scenario.hardware.model_dump())
             assumed = [*cluster.gpu.assumed, *cluster.assumed]
-            assumed += [line for line in (row_model(row)[1], *harnessed) if line]
+            assumed += [line for line in (row_model(row)[1], linked, row_channels_last(row)[1]) if line]
             spec, binned = framework_spec(scenario.workload, workload, scenario.framework)
             if binned:
                 assumed.append(binned)
