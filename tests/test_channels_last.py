@@ -150,3 +150,19 @@ def test_lambdas_scripts_run_nchw_unless_the_row_says_otherwise():
     nhwc = validate(lambda_rows.assign(channels_last=1))
     assert nhwc["predicted"].iloc[0] > scored["predicted"].iloc[0]
     assert "channels_last" not in str(nhwc["assumed"].iloc[0])
+
+
+def test_a_layout_stated_for_a_transformer_is_refused_by_name():
+    """channels_last concerns convolutions: stated for a transformer it would be ignored, so it is
+    refused, by estimate and search alike, and validate gives the reason."""
+    from perfmodel.plan_search import search
+    case = {"workload": {"model": "gpt3-1.3b"}, "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8},
+            "plan": {"global_batch": 64, "channels_last": True}}
+    for run in (estimate, lambda c: search(c, top=1)):
+        with pytest.raises(ValueError, match="plan.channels_last true applies to a CNN's convolutions only"):
+            run(case)
+    rows = shipped_measurements()
+    pair = rows[rows["id"].isin(["narayanan2021-001", "narayanan2021-002"])]
+    scored = validate(pair.assign(channels_last=[1, None]))  # one row states it, its group's other does not
+    assert scored["reason"].iloc[0].startswith("plan.channels_last true applies to a CNN")
+    assert np.isfinite(scored["predicted"].iloc[1])

@@ -100,9 +100,18 @@ def default_channels_last(framework: str | None, precision: str) -> bool:
 def channels_last_assumed(plan: Plan, framework: str | None, family: str, precision: str) -> bool:
     """True when a CNN's layout was assumed and matters: the plan does not set ``channels_last``,
     ``framework`` (None: not stated) has no recipe default for it, and ``precision`` is one whose
-    convolutions pay transposes when NCHW (:data:`~perfmodel.vocabulary.CONV_TRANSPOSE_PRECISIONS`); :func:`default_channels_last` says which was assumed."""
+    convolutions pay transposes when NCHW (:data:`~perfmodel.vocabulary.CONV_TRANSPOSE_PRECISIONS`);
+    :func:`default_channels_last` says which was assumed."""
     return (plan.channels_last is None and family == "cnn" and precision in CONV_TRANSPOSE_PRECISIONS
             and framework not in FRAMEWORK_CHANNELS_LAST)
+
+
+def check_layout(plan: Plan, workload) -> None:
+    """Refuse ``plan.channels_last`` for a workload without convolutions (a transformer), where it
+    would be ignored."""
+    if plan.channels_last is not None and workload.family != "cnn":
+        raise ValueError(f"plan.channels_last {str(plan.channels_last).lower()} applies to a CNN's convolutions "
+                         f"only, not to {workload.name} (a {workload.family}); leave it out")
 
 
 def default_sequence_parallel(plan: Plan, framework: str | None = None) -> bool | None:
@@ -428,6 +437,7 @@ def enumerate_plans(plan: Plan, workload, num_gpus: int, gpus_per_node: int,
     cp = _choices(plan.cp, [p for p in node_powers if p <= 8] if transformer else [1])
     pp = _choices(plan.pp, _divisors(workload.layers, num_gpus) if transformer else [1])
     vp = _choices(plan.vp, [1, 2, 4] if transformer else [1])
+    check_layout(plan, workload)
     options = recompute_options_of(plan, workload, flash_attention, PARTIAL_RECOMPUTE_EVERY, transformer_sqrt=False)
     recompute = [RECOMPUTE_CODES[name] for name, _ in options]
     zero = _choices(plan.zero, [0, 1, 2, 3])
@@ -553,6 +563,7 @@ def search_grid(plan: Plan, workload, num_gpus: int, gpus_per_node: int, flash_a
     widest_dp = plan.dp or max(1, num_gpus // ((plan.tp or 1) * (plan.pp or 1) * (plan.cp or 1)))
     global_batch = plan.global_batch or widest_dp * (plan.micro_batch or default_micro_batch(workload.family))
     micro = _choices(plan.micro_batch, _divisors(global_batch, global_batch))
+    check_layout(plan, workload)
     recompute_options = recompute_options_of(plan, workload, flash_attention, POWERS_OF_TWO, transformer_sqrt=True)
     sequence_parallel = ([int(plan.sequence_parallel)] if plan.sequence_parallel is not None
                          else [0, 1] if transformer else [0])

@@ -144,8 +144,9 @@ CONV_TRANSPOSE_PRECISIONS = ("fp16", "bf16", "fp8")
 #                   nchw); Detection/SSD main.py's --data-layout defaults to channels_last;
 #                   Segmentation/nnUNet scripts/benchmark.py adds --layout NDHWC for AMP in 3-D;
 #                   Segmentation/MaskRCNN config defaults.py sets _C.NHWC = True.  Rows whose run
-#                   differs (nnU-Net 2-D; the 2020 NGC 20.06 ConvNets scripts; Lambda's scripts,
-#                   which call main.py without --memory-format) say so in their channels_last column.
+#                   differs say so in their channels_last column (nnU-Net 2-D; the 2020 NGC 20.06
+#                   ConvNets scripts) or through their harness (Lambda's scripts, which call main.py
+#                   without --memory-format: HARNESSES).
 #   dle-mxnet       MxNet/Classification/RN50v1.5 runner: float16 passes --conv-layout NHWC
 #                   --batchnorm-layout NHWC --pooling-layout NHWC; float32 the NCHW defaults.
 #   dle-paddle      PaddlePaddle/Classification/RN50v1.5: the AMP benchmark command passes

@@ -55,13 +55,15 @@ def row_intra(row, catalog) -> tuple[str | None, str | None]:
 
 
 def row_channels_last(row) -> tuple[bool | None, str | None]:
-    """(the CNN layout the row's harness ran, why) when the row leaves ``channels_last`` empty and
-    its harness (:data:`perfmodel.vocabulary.HARNESSES`) runs a layout of its own; (None, None)
-    otherwise (the row's column, else the framework's recipe, decides)."""
+    """(the CNN layout the row's harness ran, why) when the row is a CNN's, leaves ``channels_last``
+    empty and its harness (:data:`perfmodel.vocabulary.HARNESSES`) runs a layout of its own; (None,
+    None) otherwise (the row's column, else the framework's recipe, decides)."""
     if present(row.get("channels_last")):
         return None, None
     harness = harness_of(row.get("software") if present(row.get("software")) else None)
     if harness is None or harness.channels_last is None:
+        return None, None
+    if workload_of_spec(workload_spec(row).model_dump_json()).family != "cnn":  # no convolutions to lay out
         return None, None
     return harness.channels_last, f"channels_last = {int(harness.channels_last)}: {harness.channels_last_why}"
 

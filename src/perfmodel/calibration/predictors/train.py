@@ -25,7 +25,7 @@ from perfmodel.calibration.row_workload import (present, row_channels_last, row_
 from perfmodel.choice import choose_plans
 from perfmodel.estimator import framework_assumption
 from perfmodel.job import framework_spec, run_totals
-from perfmodel.plans import MEASURED_RUN_HEADROOM, channels_last_assumed, settings
+from perfmodel.plans import MEASURED_RUN_HEADROOM, channels_last_assumed, check_layout, settings
 from perfmodel.scenario import HardwareSpec, Plan, RunSpec, Scenario
 
 PLAN_COLUMNS = ("precision", "tp", "pp", "dp", "cp", "vp", "micro_batch", "global_batch", "recompute", "zero")
@@ -146,6 +146,7 @@ def _choices(rows: pd.DataFrame, catalog, profile, out: pd.DataFrame):
                 pooled[scenario.framework] = profile.framework_pooled(scenario.framework)
             if pooled[scenario.framework]:
                 assumed.append(framework_assumption(scenario.framework))
+            check_layout(scenario.plan, workload)  # per row: a group's choice would fail for all its rows
             fixed = settings(scenario.plan, cluster.gpu, scenario.framework)
             if channels_last_assumed(scenario.plan, scenario.framework, workload.family, fixed["precision"]):
                 assumed.append(f"channels_last = {int(fixed['channels_last'])}: the layout is not stated and "
